@@ -1,0 +1,1 @@
+//! The sans-I/O connection state machine.

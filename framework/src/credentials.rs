@@ -1,0 +1,190 @@
+//! Read-only credential views that mechanisms use during an exchange, and the in-memory view the
+//! host keeps up to date from the metadata store.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+/// The SCRAM hash functions Kafka supports, with their wire type bytes (KIP-554).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum ScramMechanism {
+    /// SCRAM-SHA-256, type byte 1.
+    #[serde(rename = "SCRAM-SHA-256")]
+    Sha256,
+    /// SCRAM-SHA-512, type byte 2.
+    #[serde(rename = "SCRAM-SHA-512")]
+    Sha512,
+}
+
+impl ScramMechanism {
+    /// Every SCRAM mechanism.
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
+    /// The minimum iteration count Kafka accepts.
+    pub const MIN_ITERATIONS: u32 = 4096;
+    /// The maximum iteration count the credential APIs accept.
+    pub const MAX_ITERATIONS: u32 = 16384;
+
+    /// The SASL mechanism name.
+    pub fn mechanism_name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+    /// The wire type byte.
+    pub fn type_byte(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+    /// The mechanism for a wire type byte.
+    pub fn from_type_byte(b: i8) -> Option<Self> {
+        match b {
+            1 => Some(ScramMechanism::Sha256),
+            2 => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+    /// The mechanism for a SASL mechanism name.
+    pub fn from_mechanism_name(name: &str) -> Option<Self> {
+        match name {
+            "SCRAM-SHA-256" => Some(ScramMechanism::Sha256),
+            "SCRAM-SHA-512" => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+    /// The digest length in bytes.
+    pub fn digest_len(self) -> usize {
+        match self {
+            ScramMechanism::Sha256 => 32,
+            ScramMechanism::Sha512 => 64,
+        }
+    }
+}
+
+impl fmt::Display for ScramMechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mechanism_name())
+    }
+}
+
+/// A stored SCRAM credential (RFC 5802): never the password itself.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScramCredential {
+    /// The salt.
+    pub salt: Vec<u8>,
+    /// `H(HMAC(SaltedPassword, "Client Key"))`.
+    pub stored_key: Vec<u8>,
+    /// `HMAC(SaltedPassword, "Server Key")`.
+    pub server_key: Vec<u8>,
+    /// The PBKDF2 iteration count.
+    pub iterations: u32,
+}
+
+impl fmt::Debug for ScramCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScramCredential")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Read-only access to user credentials, answered from memory so that a SASL step never blocks.
+pub trait CredentialView: Send + Sync {
+    /// The user's SCRAM credential for `mechanism`, if any.
+    fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
+}
+
+/// A delegation token as a mechanism sees it when a client authenticates with `tokenauth=true`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TokenCredential {
+    /// The token owner's name: the authorization id of the session.
+    pub owner_name: String,
+    /// The token's SCRAM credential (its password is the token HMAC).
+    pub credential: ScramCredential,
+    /// The token's current expiry, in ms since the epoch.
+    pub expiry_ms: i64,
+}
+
+/// Read-only access to delegation tokens (filled by the token manager in a later stage).
+pub trait TokenView: Send + Sync {
+    /// The token with this id, with its SCRAM credential for `mechanism`.
+    fn token(&self, token_id: &str, mechanism: ScramMechanism) -> Option<TokenCredential>;
+}
+
+/// A token view that knows no tokens (used while delegation tokens are disabled).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTokens;
+
+impl TokenView for NoTokens {
+    fn token(&self, _token_id: &str, _mechanism: ScramMechanism) -> Option<TokenCredential> {
+        None
+    }
+}
+
+/// The credentials of every user, swapped atomically when the metadata store changes. Readers
+/// never wait for writers.
+#[derive(Default)]
+pub struct InMemoryCredentials {
+    users: ArcSwap<HashMap<(String, ScramMechanism), ScramCredential>>,
+}
+
+impl InMemoryCredentials {
+    /// An empty view.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Replaces every credential at once.
+    pub fn replace_all(&self, users: HashMap<(String, ScramMechanism), ScramCredential>) {
+        self.users.store(Arc::new(users));
+    }
+    /// Adds or replaces one credential.
+    pub fn upsert(&self, user: &str, mechanism: ScramMechanism, credential: ScramCredential) {
+        self.users.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.insert((user.to_owned(), mechanism), credential.clone());
+            next
+        });
+    }
+    /// Removes one credential; returns whether it existed.
+    pub fn remove(&self, user: &str, mechanism: ScramMechanism) -> bool {
+        let mut existed = false;
+        self.users.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            existed = next.remove(&(user.to_owned(), mechanism)).is_some();
+            next
+        });
+        existed
+    }
+    /// Every (user, mechanism) pair with a credential.
+    pub fn users(&self) -> Vec<(String, ScramMechanism, u32)> {
+        self.users
+            .load()
+            .iter()
+            .map(|((u, m), c)| (u.clone(), *m, c.iterations))
+            .collect()
+    }
+}
+
+impl CredentialView for InMemoryCredentials {
+    fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+        self.users
+            .load()
+            .get(&(user.to_owned(), mechanism))
+            .cloned()
+    }
+}
+
+impl fmt::Debug for InMemoryCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemoryCredentials")
+            .field("entries", &self.users.load().len())
+            .finish()
+    }
+}

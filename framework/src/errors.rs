@@ -1,0 +1,54 @@
+//! Kafka error codes Portcullis sends (`org.apache.kafka.common.protocol.Errors`).
+
+/// A Kafka wire error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub i16);
+
+impl ErrorCode {
+    /// No error.
+    pub const NONE: ErrorCode = ErrorCode(0);
+    /// UNKNOWN_SERVER_ERROR.
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
+    /// CLUSTER_AUTHORIZATION_FAILED.
+    pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
+    /// UNSUPPORTED_SASL_MECHANISM.
+    pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
+    /// ILLEGAL_SASL_STATE.
+    pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
+    /// UNSUPPORTED_VERSION.
+    pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
+    /// INVALID_REQUEST.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    /// SECURITY_DISABLED.
+    pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
+    /// SASL_AUTHENTICATION_FAILED.
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
+    /// DELEGATION_TOKEN_AUTH_DISABLED.
+    pub const DELEGATION_TOKEN_AUTH_DISABLED: ErrorCode = ErrorCode(61);
+    /// POLICY_VIOLATION.
+    pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+
+    /// The Kafka name of the code, for logs and messages.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "NONE",
+            -1 => "UNKNOWN_SERVER_ERROR",
+            31 => "CLUSTER_AUTHORIZATION_FAILED",
+            33 => "UNSUPPORTED_SASL_MECHANISM",
+            34 => "ILLEGAL_SASL_STATE",
+            35 => "UNSUPPORTED_VERSION",
+            42 => "INVALID_REQUEST",
+            44 => "POLICY_VIOLATION",
+            54 => "SECURITY_DISABLED",
+            58 => "SASL_AUTHENTICATION_FAILED",
+            61 => "DELEGATION_TOKEN_AUTH_DISABLED",
+            _ => "OTHER",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
+    }
+}

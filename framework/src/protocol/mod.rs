@@ -1,0 +1,1 @@
+//! Kafka wire handling for the security layer.

@@ -1,0 +1,88 @@
+//! The registry of built-in plugins. Built-in crates register a factory with
+//! `inventory::submit!`; the host links them and looks them up by name. (Dynamic plugins are
+//! loaded by the host through [`crate::abi`] instead: a cdylib has its own copy of this registry.)
+
+use std::sync::Arc;
+
+use crate::credentials::{CredentialView, TokenView};
+use crate::events::EventBus;
+use crate::forwarding::ForwardingPolicy;
+use crate::sasl::SaslMechanism;
+
+/// What the host hands every plugin it builds.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Services {
+    /// User credentials.
+    pub credentials: Arc<dyn CredentialView>,
+    /// Delegation tokens.
+    pub tokens: Arc<dyn TokenView>,
+    /// The event bus.
+    pub events: EventBus,
+}
+
+impl Services {
+    /// Bundles the services.
+    pub fn new(
+        credentials: Arc<dyn CredentialView>,
+        tokens: Arc<dyn TokenView>,
+        events: EventBus,
+    ) -> Self {
+        Self {
+            credentials,
+            tokens,
+            events,
+        }
+    }
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services").finish_non_exhaustive()
+    }
+}
+
+/// A built-in SASL mechanism.
+pub struct MechanismFactory {
+    /// The mechanism name.
+    pub name: &'static str,
+    /// Builds the mechanism.
+    pub build: fn(&Services) -> Arc<dyn SaslMechanism>,
+}
+
+inventory::collect!(MechanismFactory);
+
+/// Settings every forwarding policy receives.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ForwardingSettings {
+    /// API keys refused outright.
+    pub deny_api_keys: Vec<i16>,
+}
+
+impl ForwardingSettings {
+    /// Creates settings.
+    pub fn new(deny_api_keys: Vec<i16>) -> Self {
+        Self { deny_api_keys }
+    }
+}
+
+/// A built-in forwarding policy.
+pub struct PolicyFactory {
+    /// The policy name.
+    pub name: &'static str,
+    /// Builds the policy.
+    pub build: fn(&ForwardingSettings) -> Arc<dyn ForwardingPolicy>,
+}
+
+inventory::collect!(PolicyFactory);
+
+/// Every built-in mechanism linked into this binary.
+pub fn mechanisms() -> impl Iterator<Item = &'static MechanismFactory> {
+    inventory::iter::<MechanismFactory>.into_iter()
+}
+
+/// Every built-in forwarding policy linked into this binary.
+pub fn policies() -> impl Iterator<Item = &'static PolicyFactory> {
+    inventory::iter::<PolicyFactory>.into_iter()
+}

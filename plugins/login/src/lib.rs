@@ -1,0 +1,1 @@
+//! portcullis-plugin-login
