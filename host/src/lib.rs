@@ -1,0 +1,8 @@
+//! The Portcullis host: configuration, plugin loading, Kafka listeners, the connection driver,
+//! upstream forwarding and the CLI. Everything Kafka-specific that decides security lives in the
+//! `portcullis` framework; this crate does the I/O around it.
+
+pub mod config;
+pub mod node;
+pub mod plugin_loader;
+pub mod server;
