@@ -112,6 +112,17 @@ pub struct TokenCredential {
     pub expiry_ms: i64,
 }
 
+impl TokenCredential {
+    /// A token credential: the owner's name, the token's SCRAM credential and its expiry.
+    pub fn new(owner_name: impl Into<String>, credential: ScramCredential, expiry_ms: i64) -> Self {
+        Self {
+            owner_name: owner_name.into(),
+            credential,
+            expiry_ms,
+        }
+    }
+}
+
 /// Read-only access to delegation tokens (filled by the token manager in a later stage).
 pub trait TokenView: Send + Sync {
     /// The token with this id, with its SCRAM credential for `mechanism`.
