@@ -1,0 +1,93 @@
+//! Replaying the metadata log into the in-memory credential view that SASL mechanisms read.
+
+use std::collections::HashMap;
+
+use portcullis::credentials::{InMemoryCredentials, ScramCredential, ScramMechanism};
+use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
+
+/// What one record means for the credential view.
+enum CredentialChange<'a> {
+    Set {
+        user: &'a str,
+        mechanism: ScramMechanism,
+        credential: &'a ScramCredential,
+    },
+    Remove {
+        user: &'a str,
+        mechanism: ScramMechanism,
+    },
+    /// Not a credential record (record kinds added later, such as ACLs and tokens).
+    None,
+}
+
+impl<'a> CredentialChange<'a> {
+    fn of(record: &'a MetadataRecord) -> Self {
+        match record {
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => CredentialChange::Set {
+                user,
+                mechanism: *mechanism,
+                credential,
+            },
+            MetadataRecord::RemoveScramCredential { user, mechanism } => CredentialChange::Remove {
+                user,
+                mechanism: *mechanism,
+            },
+            _ => CredentialChange::None,
+        }
+    }
+}
+
+/// Applies one record to `creds`: a SCRAM credential record adds or replaces the user's
+/// credential for that mechanism, a removal deletes it, and other records are ignored.
+///
+/// Use it for records appended while the node runs (for example from
+/// [`FileMetadataStore::add_listener`](crate::FileMetadataStore::add_listener)); use
+/// [`load_credentials`] to build the view from the whole log.
+pub fn apply_record(creds: &InMemoryCredentials, record: &MetadataRecord) {
+    match CredentialChange::of(record) {
+        CredentialChange::Set {
+            user,
+            mechanism,
+            credential,
+        } => creds.upsert(user, mechanism, credential.clone()),
+        CredentialChange::Remove { user, mechanism } => {
+            creds.remove(user, mechanism);
+        }
+        CredentialChange::None => {}
+    }
+}
+
+/// Replays every record of `store` and replaces the contents of `creds` with the result, in one
+/// atomic swap: readers see either the old view or the complete new one, and credentials that
+/// are not in the log do not survive. Returns the number of records replayed.
+///
+/// # Errors
+/// Whatever [`MetadataStore::snapshot`] returns.
+pub fn load_credentials(
+    store: &dyn MetadataStore,
+    creds: &InMemoryCredentials,
+) -> Result<usize, StoreError> {
+    let records = store.snapshot()?;
+    let mut users = HashMap::new();
+    for record in &records {
+        match CredentialChange::of(record) {
+            CredentialChange::Set {
+                user,
+                mechanism,
+                credential,
+            } => {
+                users.insert((user.to_owned(), mechanism), credential.clone());
+            }
+            CredentialChange::Remove { user, mechanism } => {
+                users.remove(&(user.to_owned(), mechanism));
+            }
+            CredentialChange::None => {}
+        }
+    }
+    creds.replace_all(users);
+    Ok(records.len())
+}
