@@ -1,1 +1,300 @@
-//! The sans-I/O connection state machine.
+//! The connection's security state machine, sans-I/O.
+//!
+//! The host reads a frame (the bytes after Kafka's 4-byte size prefix), hands it to
+//! [`Connection::handle_frame`] with the current time, and carries out the returned [`Action`]s in
+//! order. The connection never touches a socket or a clock.
+//!
+//! ```text
+//! Initial ──ApiVersions──► VersionsSeen ──SaslHandshake──► Authenticating ──Complete──► Authenticated
+//!    └────────────────SaslHandshake───────────────────────────┘     │
+//!                                         Fail / bad request ──► Failed (close after the delay)
+//! ```
+
+mod authenticated;
+mod pre_auth;
+mod responses;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+
+use crate::events::EventBus;
+use crate::forwarding::ForwardingPolicy;
+use crate::principal::{Principal, PrincipalBuilder};
+use crate::protocol::versions::ApiVersionTable;
+use crate::sasl::{SaslExchange, SaslMechanism};
+
+/// Kafka's `sasl.server.max.receive.size`: the largest frame accepted before authentication.
+pub const DEFAULT_MAX_PRE_AUTH_FRAME: usize = 512 * 1024;
+/// Kafka's `socket.request.max.bytes`.
+pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
+/// Kafka's `connection.failed.authentication.delay.ms`.
+pub const DEFAULT_FAILED_AUTH_DELAY: Duration = Duration::from_millis(100);
+
+/// Everything a connection needs that is shared by all connections of a listener.
+#[non_exhaustive]
+pub struct ConnectionConfig {
+    /// The listener's name (for contexts and logs).
+    pub listener: String,
+    /// Enabled mechanisms, in the configured order.
+    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
+    /// Maps an authentication to a principal.
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// Routes authenticated requests.
+    pub policy: Arc<dyn ForwardingPolicy>,
+    /// The advertised API versions; the host updates it when the upstream changes.
+    pub api_versions: Arc<ArcSwap<ApiVersionTable>>,
+    /// Where security events go.
+    pub events: EventBus,
+    /// Largest frame before authentication.
+    pub max_pre_auth_frame: usize,
+    /// Largest frame after authentication.
+    pub max_frame: usize,
+    /// How long to wait before closing a connection whose authentication failed.
+    pub failed_auth_delay: Duration,
+    /// `connections.max.reauth.ms`, if set (> 0).
+    pub max_reauth_ms: Option<i64>,
+}
+
+impl ConnectionConfig {
+    /// A configuration with Kafka's defaults for the limits.
+    pub fn new(
+        listener: impl Into<String>,
+        mechanisms: Vec<Arc<dyn SaslMechanism>>,
+        principal_builder: Arc<dyn PrincipalBuilder>,
+        policy: Arc<dyn ForwardingPolicy>,
+        api_versions: Arc<ArcSwap<ApiVersionTable>>,
+        events: EventBus,
+    ) -> Self {
+        Self {
+            listener: listener.into(),
+            mechanisms,
+            principal_builder,
+            policy,
+            api_versions,
+            events,
+            max_pre_auth_frame: DEFAULT_MAX_PRE_AUTH_FRAME,
+            max_frame: DEFAULT_MAX_FRAME,
+            failed_auth_delay: DEFAULT_FAILED_AUTH_DELAY,
+            max_reauth_ms: None,
+        }
+    }
+
+    /// Sets the frame limits.
+    pub fn with_frame_limits(mut self, pre_auth: usize, authenticated: usize) -> Self {
+        self.max_pre_auth_frame = pre_auth;
+        self.max_frame = authenticated;
+        self
+    }
+
+    /// Sets the delay before closing after a failed authentication.
+    pub fn with_failed_auth_delay(mut self, delay: Duration) -> Self {
+        self.failed_auth_delay = delay;
+        self
+    }
+
+    /// Sets `connections.max.reauth.ms` (values ≤ 0 disable it).
+    pub fn with_max_reauth_ms(mut self, max_reauth_ms: Option<i64>) -> Self {
+        self.max_reauth_ms = max_reauth_ms.filter(|v| *v > 0);
+        self
+    }
+
+    fn enabled_mechanism_names(&self) -> Vec<String> {
+        self.mechanisms
+            .iter()
+            .map(|m| m.name().to_owned())
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ConnectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionConfig")
+            .field("listener", &self.listener)
+            .field("mechanisms", &self.enabled_mechanism_names())
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the host must do next, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Action {
+    /// Write this frame to the client (the host adds the 4-byte size prefix). It takes its place
+    /// in the response order behind every earlier forwarded request.
+    Respond(Bytes),
+    /// Forward the client's frame unchanged to the upstream broker this connection targets.
+    Forward(Forwarded),
+    /// Write what is queued, then close the connection after this delay (a failed authentication).
+    CloseAfter(Duration),
+    /// Close the connection now, without writing anything more.
+    Close(CloseReason),
+}
+
+/// A request to forward.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The API key (needed to rewrite the response).
+    pub api_key: i16,
+    /// The API version.
+    pub api_version: i16,
+    /// The correlation id.
+    pub correlation_id: i32,
+    /// Whether the upstream will answer (false for Produce with `acks=0`).
+    pub expects_response: bool,
+    /// The frame exactly as the client sent it.
+    pub frame: Bytes,
+}
+
+/// Why a connection is closed without a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// A frame that is not a valid Kafka request.
+    InvalidRequest(String),
+    /// A request Kafka does not allow in the current state (logged, not answered).
+    IllegalState(String),
+    /// An API key or version this connection does not serve.
+    Unsupported(String),
+    /// A frame above the size limit.
+    FrameTooLarge {
+        /// The announced size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// One client connection's security state.
+pub struct Connection {
+    config: Arc<ConnectionConfig>,
+    client_address: IpAddr,
+    tls: bool,
+    state: State,
+}
+
+enum State {
+    /// Nothing received yet: ApiVersions or SaslHandshake may come first.
+    Initial,
+    /// ApiVersions answered: only SaslHandshake may follow.
+    VersionsSeen,
+    /// A mechanism was chosen and its exchange is running.
+    Authenticating(Authenticating),
+    /// Authenticated: requests are routed.
+    Authenticated(Session),
+    /// Authentication failed or the client misbehaved; the connection is closing.
+    Failed,
+}
+
+struct Authenticating {
+    mechanism: Arc<dyn SaslMechanism>,
+    exchange: Box<dyn SaslExchange>,
+    framing: SaslFraming,
+}
+
+/// How SASL tokens travel, fixed by the SaslHandshake version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SaslFraming {
+    /// SaslHandshake v0: raw length-prefixed tokens, no Kafka header.
+    Raw,
+    /// SaslHandshake v1: tokens inside SaslAuthenticate requests.
+    Framed,
+}
+
+/// An authenticated session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Session {
+    /// The principal.
+    pub principal: Principal,
+    /// The mechanism used.
+    pub mechanism: String,
+    /// When authentication completed (ms since the epoch).
+    pub authenticated_at_ms: i64,
+    /// The session lifetime sent to the client, if any (KIP-368).
+    pub lifetime_ms: Option<i64>,
+    /// The delegation token used, if any.
+    pub token_id: Option<String>,
+}
+
+impl Connection {
+    /// A new connection from `client_address`.
+    pub fn new(config: Arc<ConnectionConfig>, client_address: IpAddr, tls: bool) -> Self {
+        Self {
+            config,
+            client_address,
+            tls,
+            state: State::Initial,
+        }
+    }
+
+    /// The largest frame the host may read next: small until the client has authenticated.
+    pub fn max_frame_size(&self) -> usize {
+        match self.state {
+            State::Authenticated(_) => self.config.max_frame,
+            _ => self.config.max_pre_auth_frame,
+        }
+    }
+
+    /// The session, once authenticated.
+    pub fn session(&self) -> Option<&Session> {
+        match &self.state {
+            State::Authenticated(session) => Some(session),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection is closing and must not be fed more frames.
+    pub fn is_failed(&self) -> bool {
+        matches!(self.state, State::Failed)
+    }
+
+    /// Handles a frame that was announced larger than [`Connection::max_frame_size`]: the host
+    /// calls this instead of reading it.
+    pub fn frame_too_large(&mut self, size: usize) -> Vec<Action> {
+        let limit = self.max_frame_size();
+        self.state = State::Failed;
+        vec![Action::Close(CloseReason::FrameTooLarge { size, limit })]
+    }
+
+    /// Handles one frame received from the client.
+    pub fn handle_frame(&mut self, frame: Bytes, now_ms: i64) -> Vec<Action> {
+        let state = std::mem::replace(&mut self.state, State::Failed);
+        let (next, actions) = match state {
+            State::Initial => pre_auth::on_first_frames(self, frame, now_ms, true),
+            State::VersionsSeen => pre_auth::on_first_frames(self, frame, now_ms, false),
+            State::Authenticating(auth) => pre_auth::on_auth_frame(self, auth, frame, now_ms),
+            State::Authenticated(session) => authenticated::on_request(self, session, frame),
+            State::Failed => (
+                State::Failed,
+                vec![Action::Close(CloseReason::IllegalState(
+                    "connection is closing".into(),
+                ))],
+            ),
+        };
+        self.state = next;
+        actions
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Initial => "Initial",
+            State::VersionsSeen => "VersionsSeen",
+            State::Authenticating(_) => "Authenticating",
+            State::Authenticated(_) => "Authenticated",
+            State::Failed => "Failed",
+        };
+        f.debug_struct("Connection")
+            .field("client", &self.client_address)
+            .field("state", &state)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,77 @@
-//! portcullis-plugin-forwarding
+//! Built-in forwarding policies.
+//!
+//! `passthrough`: the security APIs (SASL, ApiVersions, ACLs, delegation tokens, SCRAM
+//! credentials, Envelope) are served by Portcullis itself; everything else goes upstream as the
+//! service identity; API keys listed in `deny_api_keys` are refused with POLICY_VIOLATION.
+
+use std::sync::Arc;
+
+use portcullis::errors::ErrorCode;
+use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
+use portcullis::protocol::api::is_security_api;
+use portcullis::registry::{ForwardingSettings, PolicyFactory};
+
+/// Security APIs local, everything else upstream, minus a deny list.
+#[derive(Debug, Clone, Default)]
+pub struct Passthrough {
+    deny_api_keys: Vec<i16>,
+}
+
+impl Passthrough {
+    /// Creates the policy.
+    pub fn new(settings: &ForwardingSettings) -> Self {
+        Self {
+            deny_api_keys: settings.deny_api_keys.clone(),
+        }
+    }
+}
+
+impl ForwardingPolicy for Passthrough {
+    fn name(&self) -> &str {
+        "passthrough"
+    }
+
+    fn route(&self, request: &RequestInfo<'_>) -> Route {
+        if self.deny_api_keys.contains(&request.api_key) {
+            Route::Reject(ErrorCode::POLICY_VIOLATION)
+        } else if is_security_api(request.api_key) {
+            Route::Local
+        } else {
+            Route::Upstream {
+                identity: UpstreamIdentity::Service,
+            }
+        }
+    }
+}
+
+fn build(settings: &ForwardingSettings) -> Arc<dyn ForwardingPolicy> {
+    Arc::new(Passthrough::new(settings))
+}
+
+inventory::submit! {
+    PolicyFactory { name: "passthrough", build }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portcullis::principal::Principal;
+
+    #[test]
+    fn routes_security_apis_locally_and_the_rest_upstream() {
+        let policy = Passthrough::new(&ForwardingSettings::new(vec![20]));
+        let p = Principal::user("alice");
+        assert_eq!(policy.route(&RequestInfo::new(17, 1, &p)), Route::Local);
+        assert_eq!(policy.route(&RequestInfo::new(30, 3, &p)), Route::Local);
+        assert_eq!(
+            policy.route(&RequestInfo::new(0, 9, &p)),
+            Route::Upstream {
+                identity: UpstreamIdentity::Service
+            }
+        );
+        assert_eq!(
+            policy.route(&RequestInfo::new(20, 6, &p)),
+            Route::Reject(ErrorCode::POLICY_VIOLATION)
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! After authentication: the local APIs are answered here, everything else is routed by the
+//! forwarding policy.
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+
+use super::responses;
+use super::{Action, CloseReason, Connection, Forwarded, Session, State};
+use crate::errors::ErrorCode;
+use crate::forwarding::{RequestInfo, Route};
+use crate::protocol::api::{self, API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
+use crate::protocol::{header, produce};
+
+type Transition = (State, Vec<Action>);
+
+pub(super) fn on_request(conn: &Connection, session: Session, frame: Bytes) -> Transition {
+    let header = match header::parse(&frame) {
+        Ok(h) => h,
+        // Kafka closes a connection whose request it cannot parse.
+        Err(e) => return close(CloseReason::InvalidRequest(e.to_string())),
+    };
+    let (version, correlation_id) = (header.api_version, header.correlation_id);
+    match header.api_key {
+        API_VERSIONS => {
+            let table = conn.config.api_versions.load();
+            let response = if version > responses::API_VERSIONS_MAX {
+                responses::api_versions_unsupported(correlation_id)
+            } else {
+                responses::api_versions(&table, version, correlation_id)
+            };
+            respond(session, response)
+        }
+        // Re-authentication arrives with KIP-368 support; until then Kafka's answer to a
+        // handshake on a session without expiry applies.
+        SASL_HANDSHAKE => {
+            let response = responses::handshake(
+                ErrorCode::ILLEGAL_SASL_STATE,
+                &[],
+                version.min(1),
+                correlation_id,
+            );
+            respond(session, response)
+        }
+        SASL_AUTHENTICATE => {
+            let response = responses::authenticate(
+                ErrorCode::ILLEGAL_SASL_STATE,
+                Some("SaslAuthenticate request received after successful authentication".into()),
+                Vec::new(),
+                0,
+                version.min(2),
+                correlation_id,
+            );
+            respond(session, response)
+        }
+        key => route(
+            conn,
+            session,
+            key,
+            version,
+            correlation_id,
+            header.header_len,
+            frame,
+        ),
+    }
+}
+
+fn route(
+    conn: &Connection,
+    session: Session,
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    header_len: usize,
+    frame: Bytes,
+) -> Transition {
+    let table = conn.config.api_versions.load();
+    if !table.supports(api_key, version) {
+        // Not advertised: a well-behaved client never sends it. Kafka closes the connection on a
+        // request it cannot handle.
+        return (
+            State::Authenticated(session),
+            vec![Action::Close(CloseReason::Unsupported(format!(
+                "API {api_key} v{version} is not advertised"
+            )))],
+        );
+    }
+    let decision =
+        conn.config
+            .policy
+            .route(&RequestInfo::new(api_key, version, &session.principal));
+    match decision {
+        Route::Upstream { .. } => {
+            let expects_response = if api_key == PRODUCE {
+                produce::expects_response(version, frame.get(header_len..).unwrap_or_default())
+            } else {
+                true
+            };
+            let forwarded = Forwarded {
+                api_key,
+                api_version: version,
+                correlation_id,
+                expects_response,
+                frame,
+            };
+            (
+                State::Authenticated(session),
+                vec![Action::Forward(forwarded)],
+            )
+        }
+        Route::Local if api::is_served_locally(api_key) => {
+            // The local APIs are all handled above; reaching here means a policy routed another
+            // key locally that has no handler.
+            close(CloseReason::Unsupported(format!(
+                "no local handler for API {api_key}"
+            )))
+        }
+        Route::Reject(code) => {
+            tracing::info!(principal = %session.principal, api_key, code = %code, "request rejected by forwarding policy");
+            let name = ApiKey::try_from(api_key)
+                .map(|k| format!("{k:?}"))
+                .unwrap_or_default();
+            (
+                State::Authenticated(session),
+                vec![Action::Close(CloseReason::Unsupported(format!(
+                    "{name} rejected by policy with {code}"
+                )))],
+            )
+        }
+        _ => (
+            State::Authenticated(session),
+            vec![Action::Close(CloseReason::Unsupported(format!(
+                "API {api_key} has no route"
+            )))],
+        ),
+    }
+}
+
+fn respond(
+    session: Session,
+    response: Result<Bytes, crate::protocol::codec::CodecError>,
+) -> Transition {
+    match response {
+        Ok(bytes) => (State::Authenticated(session), vec![Action::Respond(bytes)]),
+        Err(e) => close(CloseReason::InvalidRequest(e.to_string())),
+    }
+}
+
+fn close(reason: CloseReason) -> Transition {
+    (State::Failed, vec![Action::Close(reason)])
+}

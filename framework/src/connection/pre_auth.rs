@@ -1,0 +1,338 @@
+//! Before authentication: ApiVersions, SaslHandshake and the SASL exchange. Nothing else is
+//! accepted, and no other request body is parsed (CVE-2022-34917's lesson).
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
+
+use super::responses::{self, API_VERSIONS_MAX};
+use super::{Action, Authenticating, CloseReason, Connection, SaslFraming, Session, State};
+use crate::errors::ErrorCode;
+use crate::events::Event;
+use crate::principal::AuthenticationContext;
+use crate::protocol::api::{API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE};
+use crate::protocol::codec::decode_body;
+use crate::protocol::header;
+use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
+
+type Transition = (State, Vec<Action>);
+
+/// The first frames of a connection: ApiVersions (only as the very first request) and SaslHandshake.
+pub(super) fn on_first_frames(
+    conn: &Connection,
+    frame: Bytes,
+    now_ms: i64,
+    first: bool,
+) -> Transition {
+    let (api_key, _, _) = match header::peek_ids(&frame) {
+        Ok(ids) => ids,
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+    };
+    match api_key {
+        API_VERSIONS if first => api_versions(conn, &frame),
+        // Kafka treats a second ApiVersions before the handshake as an internal illegal state and
+        // closes at once, without a response.
+        API_VERSIONS => (
+            State::Failed,
+            vec![Action::Close(CloseReason::IllegalState(
+                "second ApiVersions before SaslHandshake".into(),
+            ))],
+        ),
+        SASL_HANDSHAKE => handshake(conn, &frame, now_ms),
+        other => fail_silently(
+            conn,
+            CloseReason::IllegalState(format!(
+                "Unexpected Kafka request of type {other} during SASL handshake"
+            )),
+        ),
+    }
+}
+
+fn api_versions(conn: &Connection, frame: &Bytes) -> Transition {
+    let (_, version, correlation_id) = match header::peek_ids(frame) {
+        Ok(ids) => ids,
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+    };
+    if !(0..=API_VERSIONS_MAX).contains(&version) {
+        // The client may retry with a version we support: stay in the initial state.
+        return respond_or_close(
+            State::Initial,
+            responses::api_versions_unsupported(correlation_id),
+        );
+    }
+    let parsed = header::parse(frame)
+        .map_err(|e| e.to_string())
+        .and_then(|h| {
+            let body = frame.get(h.header_len..).unwrap_or_default();
+            decode_body::<ApiVersionsRequest>("ApiVersions", body, version)
+                .map_err(|e| e.to_string())
+        });
+    match parsed {
+        Ok(_request) => {
+            let table = conn.config.api_versions.load();
+            respond_or_close(
+                State::VersionsSeen,
+                responses::api_versions(&table, version, correlation_id),
+            )
+        }
+        Err(_) => respond_or_close(
+            State::Initial,
+            responses::api_versions_error(ErrorCode::INVALID_REQUEST, version, correlation_id),
+        ),
+    }
+}
+
+fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
+    let (header, request) = match header::parse(frame)
+        .map_err(|e| e.to_string())
+        .and_then(|h| {
+            let body = frame.get(h.header_len..).unwrap_or_default();
+            decode_body::<SaslHandshakeRequest>("SaslHandshake", body, h.api_version)
+                .map(|r| (h, r))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(parsed) => parsed,
+        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
+    };
+    let requested = request.mechanism.as_str();
+    let enabled = conn.config.enabled_mechanism_names();
+    let Some(mechanism) = conn
+        .config
+        .mechanisms
+        .iter()
+        .find(|m| m.name() == requested)
+        .cloned()
+    else {
+        conn.config.events.publish(Event::AuthenticationFailed {
+            mechanism: None,
+            client_address: conn.client_address,
+            reason: "unsupported SASL mechanism".into(),
+        });
+        let response = responses::handshake(
+            ErrorCode::UNSUPPORTED_SASL_MECHANISM,
+            &enabled,
+            header.api_version,
+            header.correlation_id,
+        );
+        return match response {
+            Ok(bytes) => (
+                State::Failed,
+                vec![
+                    Action::Respond(bytes),
+                    Action::CloseAfter(conn.config.failed_auth_delay),
+                ],
+            ),
+            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        };
+    };
+    let context = ExchangeContext::new(conn.client_address, conn.config.listener.clone(), now_ms);
+    let exchange = mechanism.start(&context);
+    let framing = if header.api_version == 0 {
+        SaslFraming::Raw
+    } else {
+        SaslFraming::Framed
+    };
+    let next = State::Authenticating(Authenticating {
+        mechanism,
+        exchange,
+        framing,
+    });
+    respond_or_close(
+        next,
+        responses::handshake(
+            ErrorCode::NONE,
+            &enabled,
+            header.api_version,
+            header.correlation_id,
+        ),
+    )
+}
+
+/// A frame while the exchange runs.
+pub(super) fn on_auth_frame(
+    conn: &Connection,
+    mut auth: Authenticating,
+    frame: Bytes,
+    now_ms: i64,
+) -> Transition {
+    match auth.framing {
+        SaslFraming::Raw => {
+            // SaslHandshake v0: the frame is the token, and failures cannot be reported on the wire.
+            match auth.exchange.step(&frame) {
+                StepOutcome::Continue(token) => (
+                    State::Authenticating(auth),
+                    vec![Action::Respond(Bytes::from(token))],
+                ),
+                StepOutcome::Complete(done) => {
+                    let final_token = Bytes::from(done.server_final.clone());
+                    let session = complete(conn, &auth, done, now_ms);
+                    (
+                        State::Authenticated(session),
+                        vec![Action::Respond(final_token)],
+                    )
+                }
+                StepOutcome::Fail(failure) => {
+                    report_failure(conn, &auth, &failure);
+                    (
+                        State::Failed,
+                        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                    )
+                }
+            }
+        }
+        SaslFraming::Framed => framed_step(conn, auth, frame, now_ms),
+    }
+}
+
+fn framed_step(
+    conn: &Connection,
+    mut auth: Authenticating,
+    frame: Bytes,
+    now_ms: i64,
+) -> Transition {
+    let header = match header::parse(&frame) {
+        Ok(h) => h,
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+    };
+    if header.api_key != SASL_AUTHENTICATE {
+        // Kafka answers that API with ILLEGAL_SASL_STATE; it needs the API's own error response,
+        // which we cannot build without parsing a body we refuse to parse, so the connection is
+        // closed after the failure delay instead.
+        return fail_silently(
+            conn,
+            CloseReason::IllegalState(format!(
+                "Unexpected Kafka request of type {} during SASL authentication",
+                header.api_key
+            )),
+        );
+    }
+    if !(0..=2).contains(&header.api_version) {
+        return (
+            State::Failed,
+            vec![Action::Close(CloseReason::Unsupported(
+                "SaslAuthenticate version".into(),
+            ))],
+        );
+    }
+    let body = frame.get(header.header_len..).unwrap_or_default();
+    let request = match decode_body::<SaslAuthenticateRequest>(
+        "SaslAuthenticate",
+        body,
+        header.api_version,
+    ) {
+        Ok(r) => r,
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+    };
+    let (version, correlation_id) = (header.api_version, header.correlation_id);
+    match auth.exchange.step(&request.auth_bytes) {
+        StepOutcome::Continue(token) => {
+            let response =
+                responses::authenticate(ErrorCode::NONE, None, token, 0, version, correlation_id);
+            respond_or_close(State::Authenticating(auth), response)
+        }
+        StepOutcome::Complete(done) => {
+            let final_token = done.server_final.clone();
+            let session = complete(conn, &auth, done, now_ms);
+            let lifetime = session.lifetime_ms.unwrap_or(0);
+            let response = responses::authenticate(
+                ErrorCode::NONE,
+                None,
+                final_token,
+                lifetime,
+                version,
+                correlation_id,
+            );
+            respond_or_close(State::Authenticated(session), response)
+        }
+        StepOutcome::Fail(failure) => {
+            report_failure(conn, &auth, &failure);
+            let message = failure.client_message(auth.mechanism.name(), false);
+            let response = responses::authenticate(
+                ErrorCode::SASL_AUTHENTICATION_FAILED,
+                Some(message),
+                Vec::new(),
+                0,
+                version,
+                correlation_id,
+            );
+            match response {
+                Ok(bytes) => (
+                    State::Failed,
+                    vec![
+                        Action::Respond(bytes),
+                        Action::CloseAfter(conn.config.failed_auth_delay),
+                    ],
+                ),
+                Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+            }
+        }
+    }
+}
+
+/// KIP-368: the session lifetime is the smaller of `connections.max.reauth.ms` and the time left
+/// on the credential, never negative; with neither, the session does not expire.
+pub(crate) fn session_lifetime_ms(
+    max_reauth_ms: Option<i64>,
+    credential_expiry_ms: Option<i64>,
+    now_ms: i64,
+) -> Option<i64> {
+    let remaining = credential_expiry_ms.map(|exp| exp.saturating_sub(now_ms));
+    match (max_reauth_ms, remaining) {
+        (Some(max), Some(left)) => Some(max.min(left).max(0)),
+        (Some(max), None) => Some(max.max(0)),
+        (None, Some(left)) => Some(left.max(0)),
+        (None, None) => None,
+    }
+}
+
+fn complete(conn: &Connection, auth: &Authenticating, done: Authenticated, now_ms: i64) -> Session {
+    let context =
+        AuthenticationContext::new(&done, conn.client_address, &conn.config.listener, conn.tls);
+    let principal = conn.config.principal_builder.build(&context);
+    let lifetime_ms =
+        session_lifetime_ms(conn.config.max_reauth_ms, done.credential_expiry_ms, now_ms);
+    conn.config.events.publish(Event::SessionAuthenticated {
+        principal: principal.clone(),
+        mechanism: auth.mechanism.name().to_owned(),
+        client_address: conn.client_address,
+    });
+    tracing::debug!(principal = %principal, mechanism = auth.mechanism.name(), "authenticated");
+    Session {
+        principal,
+        mechanism: auth.mechanism.name().to_owned(),
+        authenticated_at_ms: now_ms,
+        lifetime_ms,
+        token_id: done.token_id,
+    }
+}
+
+fn report_failure(conn: &Connection, auth: &Authenticating, failure: &AuthFailure) {
+    tracing::info!(mechanism = auth.mechanism.name(), client = %conn.client_address, reason = failure.reason(), "authentication failed");
+    conn.config.events.publish(Event::AuthenticationFailed {
+        mechanism: Some(auth.mechanism.name().to_owned()),
+        client_address: conn.client_address,
+        reason: failure.reason().to_owned(),
+    });
+}
+
+/// Kafka's behaviour for a pre-authentication protocol violation: no response, the connection
+/// closes after the failure delay.
+fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
+    tracing::debug!(client = %conn.client_address, ?reason, "closing unauthenticated connection");
+    (
+        State::Failed,
+        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+    )
+}
+
+fn respond_or_close(
+    next: State,
+    response: Result<Bytes, crate::protocol::codec::CodecError>,
+) -> Transition {
+    match response {
+        Ok(bytes) => (next, vec![Action::Respond(bytes)]),
+        Err(e) => (
+            State::Failed,
+            vec![Action::Close(CloseReason::InvalidRequest(e.to_string()))],
+        ),
+    }
+}

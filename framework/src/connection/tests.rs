@@ -1,0 +1,385 @@
+//! The state machine, driven frame by frame without sockets.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+use super::*;
+use crate::events::Event;
+use crate::forwarding::{RequestInfo, Route, UpstreamIdentity};
+use crate::principal::DefaultPrincipalBuilder;
+use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
+
+/// A one-round mechanism for these tests: the token must be `user:password`.
+struct Fixed;
+struct FixedExchange;
+
+impl SaslMechanism for Fixed {
+    fn name(&self) -> &str {
+        "TEST"
+    }
+    fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(FixedExchange)
+    }
+}
+
+impl SaslExchange for FixedExchange {
+    fn step(&mut self, token: &[u8]) -> StepOutcome {
+        match token {
+            b"alice:pw" => {
+                StepOutcome::Complete(Authenticated::new("alice").with_server_final(b"ok".to_vec()))
+            }
+            b"expiring:pw" => StepOutcome::Complete(
+                Authenticated::new("expiring").with_credential_expiry_ms(Some(61_000)),
+            ),
+            _ => StepOutcome::Fail(AuthFailure::Hidden("wrong".into())),
+        }
+    }
+}
+
+struct Upstream;
+impl ForwardingPolicy for Upstream {
+    fn name(&self) -> &str {
+        "test"
+    }
+    fn route(&self, r: &RequestInfo<'_>) -> Route {
+        if r.api_key == 20 {
+            Route::Reject(crate::errors::ErrorCode::POLICY_VIOLATION)
+        } else {
+            Route::Upstream {
+                identity: UpstreamIdentity::Service,
+            }
+        }
+    }
+}
+
+fn config() -> (Arc<ConnectionConfig>, crate::events::Subscription) {
+    let events = EventBus::new();
+    let sub = events.subscribe(16);
+    let upstream = ApiVersionTable::from_ranges([(0, 3, 11), (3, 0, 12), (20, 0, 6)]);
+    let table = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
+        &upstream,
+    )));
+    let cfg = ConnectionConfig::new(
+        "test",
+        vec![Arc::new(Fixed)],
+        Arc::new(DefaultPrincipalBuilder),
+        Arc::new(Upstream),
+        table,
+        events,
+    )
+    .with_max_reauth_ms(Some(3_600_000));
+    (Arc::new(cfg), sub)
+}
+
+fn conn() -> (Connection, crate::events::Subscription) {
+    let (cfg, sub) = config();
+    (
+        Connection::new(cfg, IpAddr::from([127, 0, 0, 1]), false),
+        sub,
+    )
+}
+
+fn request<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Bytes {
+    let mut out = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("t")))
+        .encode(&mut out, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut out, version).unwrap();
+    out.freeze()
+}
+
+fn response<T: Decodable>(key: ApiKey, version: i16, frame: &Bytes) -> (i32, T) {
+    let mut buf = frame.clone();
+    let header = ResponseHeader::decode(&mut buf, key.response_header_version(version)).unwrap();
+    (header.correlation_id, T::decode(&mut buf, version).unwrap())
+}
+
+fn single_response(actions: Vec<Action>) -> Bytes {
+    match actions.as_slice() {
+        [Action::Respond(b)] => b.clone(),
+        other => panic!("expected one response, got {other:?}"),
+    }
+}
+
+fn handshake(c: &mut Connection, version: i16, mechanism: &str) -> Vec<Action> {
+    let body =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    c.handle_frame(request(ApiKey::SaslHandshake, version, 2, &body), 0)
+}
+
+fn authenticate(c: &mut Connection, version: i16, token: &[u8], now: i64) -> Vec<Action> {
+    let body = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+    c.handle_frame(request(ApiKey::SaslAuthenticate, version, 3, &body), now)
+}
+
+fn authenticated() -> Connection {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(c.session().is_some());
+    c
+}
+
+#[test]
+fn api_versions_then_framed_scram_like_login() {
+    let (mut c, events) = conn();
+    let frame = request(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
+    let (cid, versions): (_, ApiVersionsResponse) = response(
+        ApiKey::ApiVersions,
+        3,
+        &single_response(c.handle_frame(frame, 0)),
+    );
+    assert_eq!(cid, 1);
+    assert!(versions
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 17 && k.max_version == 1));
+    assert!(versions.api_keys.iter().any(|k| k.api_key == 3));
+    assert_eq!(c.max_frame_size(), DEFAULT_MAX_PRE_AUTH_FRAME);
+
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake(&mut c, 1, "TEST")),
+    );
+    assert_eq!(hs.error_code, 0);
+    assert_eq!(hs.mechanisms, vec![StrBytes::from_static_str("TEST")]);
+
+    let (_, auth): (_, SaslAuthenticateResponse) = response(
+        ApiKey::SaslAuthenticate,
+        2,
+        &single_response(authenticate(&mut c, 2, b"alice:pw", 1000)),
+    );
+    assert_eq!(auth.error_code, 0);
+    assert_eq!(&auth.auth_bytes[..], b"ok");
+    assert_eq!(auth.session_lifetime_ms, 3_600_000);
+    let session = c.session().unwrap();
+    assert_eq!(session.principal.to_string(), "User:alice");
+    assert_eq!(c.max_frame_size(), DEFAULT_MAX_FRAME);
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::SessionAuthenticated { .. })
+    ));
+}
+
+#[test]
+fn session_lifetime_is_capped_by_the_credential_expiry() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let (_, auth): (_, SaslAuthenticateResponse) = response(
+        ApiKey::SaslAuthenticate,
+        1,
+        &single_response(authenticate(&mut c, 1, b"expiring:pw", 1_000)),
+    );
+    assert_eq!(auth.session_lifetime_ms, 60_000);
+    assert_eq!(pre_auth::session_lifetime_ms(None, None, 5), None);
+    assert_eq!(pre_auth::session_lifetime_ms(None, Some(1), 5), Some(0));
+    assert_eq!(
+        pre_auth::session_lifetime_ms(Some(10), Some(100), 5),
+        Some(10)
+    );
+}
+
+#[test]
+fn handshake_may_come_first_and_v0_uses_raw_tokens() {
+    let (mut c, _) = conn();
+    let _ = single_response(handshake(&mut c, 0, "TEST"));
+    let token = single_response(c.handle_frame(Bytes::from_static(b"alice:pw"), 0));
+    assert_eq!(&token[..], b"ok");
+    assert!(c.session().is_some());
+}
+
+#[test]
+fn raw_token_failure_closes_after_the_delay_without_a_response() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 0, "TEST");
+    assert_eq!(
+        c.handle_frame(Bytes::from_static(b"alice:nope"), 0),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+}
+
+#[test]
+fn wrong_credentials_get_the_generic_message_then_a_delayed_close() {
+    let (mut c, events) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let actions = authenticate(&mut c, 2, b"alice:nope", 0);
+    let [Action::Respond(frame), Action::CloseAfter(delay)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(*delay, DEFAULT_FAILED_AUTH_DELAY);
+    let (_, auth): (_, SaslAuthenticateResponse) = response(ApiKey::SaslAuthenticate, 2, frame);
+    assert_eq!(auth.error_code, 58);
+    assert_eq!(
+        auth.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism TEST")
+    );
+    assert!(c.is_failed());
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::AuthenticationFailed { .. })
+    ));
+}
+
+#[test]
+fn unknown_mechanism_lists_the_enabled_ones() {
+    let (mut c, _) = conn();
+    let actions = handshake(&mut c, 1, "FOO");
+    let [Action::Respond(frame), Action::CloseAfter(_)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    let (_, hs): (_, SaslHandshakeResponse) = response(ApiKey::SaslHandshake, 1, frame);
+    assert_eq!(hs.error_code, 33);
+    assert_eq!(hs.mechanisms, vec![StrBytes::from_static_str("TEST")]);
+}
+
+#[test]
+fn other_requests_before_authentication_close_without_a_response() {
+    let (mut c, _) = conn();
+    let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        c.handle_frame(metadata, 0),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+    // Short garbage too.
+    let (mut c, _) = conn();
+    assert_eq!(
+        c.handle_frame(Bytes::from_static(&[1]), 0),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+}
+
+#[test]
+fn a_second_api_versions_before_the_handshake_closes_at_once() {
+    let (mut c, _) = conn();
+    let frame = request(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
+    let _ = c.handle_frame(frame.clone(), 0);
+    assert!(matches!(
+        c.handle_frame(frame, 0).as_slice(),
+        [Action::Close(CloseReason::IllegalState(_))]
+    ));
+}
+
+#[test]
+fn unknown_api_versions_version_gets_unsupported_version_at_v0() {
+    let (mut c, _) = conn();
+    let frame = Bytes::from_static(&[0, 18, 0, 99, 0, 0, 0, 5, 0, 0]);
+    let (cid, body): (_, ApiVersionsResponse) = response(
+        ApiKey::ApiVersions,
+        0,
+        &single_response(c.handle_frame(frame, 0)),
+    );
+    assert_eq!(cid, 5);
+    assert_eq!(body.error_code, 35);
+    assert_eq!(
+        body.api_keys.first().map(|k| (k.api_key, k.max_version)),
+        Some((18, 4))
+    );
+}
+
+#[test]
+fn a_non_authenticate_request_during_the_exchange_fails() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        c.handle_frame(metadata, 0),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+}
+
+#[test]
+fn authenticated_requests_are_forwarded_unchanged() {
+    let mut c = authenticated();
+    let metadata =
+        Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 1, b'x', 0xff, 0xff, 0xff, 0xff]);
+    let actions = c.handle_frame(metadata.clone(), 0);
+    assert_eq!(
+        actions,
+        vec![Action::Forward(Forwarded {
+            api_key: 3,
+            api_version: 1,
+            correlation_id: 9,
+            expects_response: true,
+            frame: metadata
+        })]
+    );
+}
+
+/// kafka-protocol 0.18.0 aborts the process decoding this Metadata v0 body
+/// (`Vec::with_capacity(i32::MAX)`). Portcullis never decodes it: it is forwarded as bytes.
+#[test]
+fn metadata_v0_with_a_huge_array_length_is_never_decoded() {
+    let mut c = authenticated();
+    let frame = Bytes::from_static(&[0, 3, 0, 0, 0, 0, 0, 4, 0, 0, 0x7f, 0xff, 0xff, 0xff]);
+    let actions = c.handle_frame(frame.clone(), 0);
+    assert!(matches!(actions.as_slice(), [Action::Forward(f)] if f.frame == frame));
+}
+
+#[test]
+fn produce_with_acks_zero_expects_no_response() {
+    let mut c = authenticated();
+    // Produce v3: null transactional id, acks 0, timeout, empty topic array.
+    let frame = Bytes::from_static(&[
+        0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30, 0, 0, 0, 0,
+    ]);
+    assert!(
+        matches!(c.handle_frame(frame, 0).as_slice(), [Action::Forward(f)] if !f.expects_response)
+    );
+}
+
+#[test]
+fn sasl_requests_after_authentication_get_illegal_sasl_state() {
+    let mut c = authenticated();
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake(&mut c, 1, "TEST")),
+    );
+    assert_eq!(hs.error_code, 34);
+    let (_, auth): (_, SaslAuthenticateResponse) = response(
+        ApiKey::SaslAuthenticate,
+        2,
+        &single_response(authenticate(&mut c, 2, b"x", 0)),
+    );
+    assert_eq!(auth.error_code, 34);
+    assert!(c.session().is_some());
+}
+
+#[test]
+fn unadvertised_apis_and_rejected_ones_close() {
+    let mut c = authenticated();
+    // CreateAcls is not advertised yet.
+    let frame = Bytes::from_static(&[0, 30, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
+    assert!(matches!(
+        c.handle_frame(frame, 0).as_slice(),
+        [Action::Close(CloseReason::Unsupported(_))]
+    ));
+    let mut c = authenticated();
+    let frame = Bytes::from_static(&[0, 20, 0, 4, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0]);
+    assert!(matches!(
+        c.handle_frame(frame, 0).as_slice(),
+        [Action::Close(CloseReason::Unsupported(_))]
+    ));
+}
+
+#[test]
+fn oversized_frames_close() {
+    let (mut c, _) = conn();
+    assert!(matches!(
+        c.frame_too_large(DEFAULT_MAX_PRE_AUTH_FRAME + 1).as_slice(),
+        [Action::Close(CloseReason::FrameTooLarge { .. })]
+    ));
+}
