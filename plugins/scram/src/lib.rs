@@ -1,1 +1,55 @@
-//! portcullis-plugin-scram
+//! # portcullis-plugin-scram
+//!
+//! The built-in SCRAM-SHA-256 and SCRAM-SHA-512 mechanisms (RFC 5802, RFC 7677), written here on
+//! the RustCrypto primitives rather than taken from rsasl (whose SCRAM server rebuilds the
+//! AuthMessage, which breaks Kafka's `tokenauth` extension, and panics on short input).
+//!
+//! - [`ScramServer`]: the server, registered with the host as `SCRAM-SHA-256` and `SCRAM-SHA-512`.
+//! - [`ScramClient`]: the client, for upstream logins, tests and load tools.
+//! - [`derive_credential`], [`credential_from_salted_password`], [`random_salt`]: credential
+//!   derivation for the credential APIs.
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+use std::sync::Arc;
+
+use portcullis::credentials::ScramMechanism;
+use portcullis::registry::{MechanismFactory, Services};
+use portcullis::sasl::SaslMechanism;
+
+mod client;
+mod keys;
+pub mod messages;
+mod nonce;
+mod server;
+
+pub use client::{SaltedPasswordCache, ScramClient, CLIENT_MAX_ITERATIONS};
+pub use keys::{
+    credential_from_salted_password, derive_credential, keyed_sha256, random_salt, salted_password,
+    SALT_LEN,
+};
+pub use server::{ScramServer, ScramServerExchange, AUTHZID_MISMATCH, TOKEN_AUTH_EXTENSION};
+
+fn build_sha256(services: &Services) -> Arc<dyn SaslMechanism> {
+    Arc::new(ScramServer::from_services(ScramMechanism::Sha256, services))
+}
+
+fn build_sha512(services: &Services) -> Arc<dyn SaslMechanism> {
+    Arc::new(ScramServer::from_services(ScramMechanism::Sha512, services))
+}
+
+inventory::submit! {
+    MechanismFactory { name: "SCRAM-SHA-256", build: build_sha256 }
+}
+
+inventory::submit! {
+    MechanismFactory { name: "SCRAM-SHA-512", build: build_sha512 }
+}
