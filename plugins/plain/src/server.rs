@@ -1,0 +1,133 @@
+//! The PLAIN server: one client message, one empty answer.
+
+use std::sync::Arc;
+
+use portcullis::credentials::CredentialView;
+use portcullis::sasl::{
+    AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
+};
+
+use crate::message::parse;
+use crate::verifier::PasswordVerifier;
+
+/// The mechanism name.
+pub const MECHANISM_NAME: &str = "PLAIN";
+
+/// What the client is told for a wrong password or an unknown user (the same message for both).
+pub const INVALID_CREDENTIALS: &str = "Authentication failed: Invalid username or password";
+
+/// The message Kafka sends when the authzid differs from the user name (CVE-2017-12610).
+const AUTHZID_MISMATCH: &str =
+    "Authentication failed: Client requested an authorization id that is different from username";
+
+/// The SASL/PLAIN server.
+pub struct PlainServer {
+    credentials: Arc<dyn CredentialView>,
+    verifier: Arc<PasswordVerifier>,
+}
+
+impl PlainServer {
+    /// A server checking passwords against `credentials`, with the default cache size.
+    pub fn new(credentials: Arc<dyn CredentialView>) -> Self {
+        Self::with_verifier(credentials, Arc::new(PasswordVerifier::default()))
+    }
+
+    /// A server with its own verifier (e.g. another cache size).
+    pub fn with_verifier(
+        credentials: Arc<dyn CredentialView>,
+        verifier: Arc<PasswordVerifier>,
+    ) -> Self {
+        Self {
+            credentials,
+            verifier,
+        }
+    }
+
+    /// The password verifier, for its counters.
+    pub fn verifier(&self) -> &PasswordVerifier {
+        &self.verifier
+    }
+
+    /// Starts an exchange with the concrete type (the trait method boxes it).
+    pub fn start_exchange(&self, _context: &ExchangeContext) -> PlainServerExchange {
+        PlainServerExchange {
+            credentials: Arc::clone(&self.credentials),
+            verifier: Arc::clone(&self.verifier),
+            state: State::ExpectResponse,
+        }
+    }
+}
+
+impl std::fmt::Debug for PlainServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainServer")
+            .field("verifier", &self.verifier)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SaslMechanism for PlainServer {
+    fn name(&self) -> &str {
+        MECHANISM_NAME
+    }
+
+    fn start(&self, context: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(self.start_exchange(context))
+    }
+}
+
+/// One PLAIN exchange.
+pub struct PlainServerExchange {
+    credentials: Arc<dyn CredentialView>,
+    verifier: Arc<PasswordVerifier>,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    ExpectResponse,
+    Finished,
+}
+
+impl SaslExchange for PlainServerExchange {
+    fn step(&mut self, client_token: &[u8]) -> StepOutcome {
+        match std::mem::replace(&mut self.state, State::Finished) {
+            State::ExpectResponse => match self.authenticate(client_token) {
+                Ok(done) => StepOutcome::Complete(done),
+                Err(failure) => StepOutcome::Fail(failure),
+            },
+            State::Finished => StepOutcome::Fail(AuthFailure::Hidden(
+                "PLAIN exchange stepped after it finished".to_owned(),
+            )),
+        }
+    }
+}
+
+impl PlainServerExchange {
+    fn authenticate(&self, token: &[u8]) -> Result<Authenticated, AuthFailure> {
+        // Every PLAIN failure is a SaslAuthenticationException in Kafka: the client sees it.
+        let message = parse(token).map_err(|e| AuthFailure::Visible(e.to_string()))?;
+        // Checked before the password, so a mismatched authzid costs no PBKDF2; the answer does
+        // not depend on the credential either way.
+        if !message.authzid.is_empty() && message.authzid != message.username {
+            return Err(AuthFailure::Visible(AUTHZID_MISMATCH.to_owned()));
+        }
+        if self.verifier.verify(
+            self.credentials.as_ref(),
+            message.username,
+            message.password,
+        ) {
+            Ok(Authenticated::new(message.username))
+        } else {
+            Err(AuthFailure::Visible(INVALID_CREDENTIALS.to_owned()))
+        }
+    }
+}
+
+impl std::fmt::Debug for PlainServerExchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainServerExchange")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
