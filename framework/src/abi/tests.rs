@@ -363,3 +363,26 @@ fn long_error_messages_are_cut_at_a_character_boundary() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// The layout is the ABI: a change here without an `ABI_VERSION` bump would let old plugins be
+/// misread. (Offsets for 64-bit targets.)
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn the_layout_is_frozen() {
+    use std::mem::{offset_of, size_of};
+    assert_eq!(offset_of!(PluginDeclaration, magic), 0);
+    assert_eq!(offset_of!(PluginDeclaration, abi_version), 8);
+    assert_eq!(offset_of!(PluginDeclaration, decl_size), 12);
+    assert_eq!(offset_of!(PluginDeclaration, framework_version), 16);
+    assert_eq!(offset_of!(PluginDeclaration, rustc_version), 48);
+    assert_eq!(offset_of!(PluginDeclaration, name), 176);
+    assert_eq!(offset_of!(PluginDeclaration, kind), 240);
+    assert_eq!(offset_of!(PluginDeclaration, flags), 244);
+    assert_eq!(offset_of!(PluginDeclaration, table), 248);
+    assert_eq!(size_of::<PluginDeclaration>(), 256);
+    assert_eq!(offset_of!(SaslMechanismTable, create), 8);
+    assert_eq!(offset_of!(SaslMechanismTable, free_exchange), 40);
+    assert_eq!(size_of::<SaslMechanismTable>(), 48);
+    assert_eq!(size_of::<AbiExchangeContext>(), 48);
+    assert_eq!(size_of::<AbiStepResult>(), 88);
+}
