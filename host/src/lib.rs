@@ -2,6 +2,7 @@
 //! upstream forwarding and the CLI. Everything Kafka-specific that decides security lives in the
 //! `portcullis` framework; this crate does the I/O around it.
 
+pub mod cli;
 pub mod config;
 pub mod node;
 pub mod plugin_loader;

@@ -1,1 +1,367 @@
-//! node
+//! Assembling a node from its configuration: the store, credentials, mechanisms (built-in and
+//! dynamic), the forwarding policy and the upstream login module.
+//!
+//! [`Node::build`] does all of it for a running node. [`assemble`] is the part that needs no
+//! store (and so takes no lock on the data directory): `check-config` and `plugins` use it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens};
+use portcullis::events::{Event, EventBus};
+use portcullis::forwarding::ForwardingPolicy;
+use portcullis::login::LoginModule;
+use portcullis::principal::{DefaultPrincipalBuilder, PrincipalBuilder};
+use portcullis::registry::{self, ForwardingSettings, Services};
+use portcullis::sasl::SaslMechanism;
+use portcullis::store::{MetadataRecord, StoreError};
+use portcullis_plugin_stores::{apply_record, load_credentials, FileMetadataStore};
+
+// The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
+// linked into the binary even where nothing else in the host uses it.
+use portcullis_plugin_forwarding as _;
+use portcullis_plugin_plain as _;
+use portcullis_plugin_scram as _;
+
+use crate::config::{Config, PluginsConfig, SecurityProtocol};
+use crate::plugin_loader::{config_to_text, load_plugin_dir, PluginLoadReport};
+
+/// Everything a running node needs, built once at start.
+pub struct Node {
+    /// The validated configuration.
+    pub config: Config,
+    /// The embedded metadata store (holds the data directory's lock).
+    pub store: Arc<FileMetadataStore>,
+    /// Every user's SCRAM credentials, kept up to date from the store.
+    pub credentials: Arc<InMemoryCredentials>,
+    /// The node's event bus.
+    pub events: EventBus,
+    /// The enabled mechanisms, in `listener.sasl_mechanisms` order.
+    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
+    /// Maps an authentication to a principal.
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// Routes authenticated requests.
+    pub policy: Arc<dyn ForwardingPolicy>,
+    /// Portcullis' own login upstream, for `SASL_PLAINTEXT`.
+    pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// What the plugin directory held: loaded and refused files.
+    pub plugins: PluginLoadReport,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("config", &self.config)
+            .field("store", &self.store)
+            .field("credentials", &self.credentials)
+            .field(
+                "mechanisms",
+                &self.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>(),
+            )
+            .field("policy", &self.policy.name())
+            .field(
+                "upstream_login",
+                &self.upstream_login.as_ref().map(|l| l.mechanism()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a node could not be assembled.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The metadata store could not be opened or read.
+    #[error("metadata store")]
+    Store(#[source] StoreError),
+    /// A `[plugins.config.NAME]` table could not be turned back into TOML text.
+    #[error("plugins.config.{name}: {message}")]
+    PluginConfig {
+        /// The plugin name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// `listener.sasl_mechanisms` names a mechanism that nothing provides.
+    #[error(
+        "listener.sasl_mechanisms: unknown SASL mechanism `{name}`; available: {}{}",
+        available.join(", "),
+        refused_note(refused)
+    )]
+    UnknownMechanism {
+        /// The name.
+        name: String,
+        /// Every mechanism that is available (built-in and loaded).
+        available: Vec<String>,
+        /// Plugin files that were refused (`file: reason`), which may be why.
+        refused: Vec<String>,
+    },
+    /// An enabled mechanism is provided both built in and by a plugin, or by two plugins.
+    #[error("listener.sasl_mechanisms: SASL mechanism `{name}` is provided twice: by {first} and by {second}")]
+    DuplicateMechanism {
+        /// The name.
+        name: String,
+        /// One provider.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// `forwarding.policy` names no built-in policy.
+    #[error("forwarding.policy: unknown forwarding policy `{name}`; available: {}", available.join(", "))]
+    UnknownPolicy {
+        /// The name.
+        name: String,
+        /// The built-in policies.
+        available: Vec<String>,
+    },
+    /// The upstream login module could not be built.
+    #[error("upstream login: {0}")]
+    UpstreamLogin(String),
+}
+
+fn refused_note(refused: &[String]) -> String {
+    if refused.is_empty() {
+        String::new()
+    } else {
+        format!(" (refused plugin files: {})", refused.join("; "))
+    }
+}
+
+/// The parts of a node that need no store.
+pub struct Assembly {
+    /// The enabled mechanisms, in `listener.sasl_mechanisms` order.
+    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
+    /// Maps an authentication to a principal.
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// Routes authenticated requests.
+    pub policy: Arc<dyn ForwardingPolicy>,
+    /// Portcullis' own login upstream, for `SASL_PLAINTEXT`.
+    pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// What the plugin directory held.
+    pub plugins: PluginLoadReport,
+}
+
+impl Node {
+    /// Opens the store (locking the data directory), loads the credentials, and assembles the
+    /// mechanisms, policy and upstream login.
+    ///
+    /// # Errors
+    /// [`NodeError`]; a locked or corrupt store refuses the start.
+    pub fn build(config: Config) -> Result<Node, NodeError> {
+        let store = FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?;
+        let credentials = Arc::new(InMemoryCredentials::new());
+        load_credentials(&store, &credentials).map_err(NodeError::Store)?;
+        let events = EventBus::new();
+
+        // Records appended while the node runs (by the credential APIs) reach the view at once.
+        let view = Arc::clone(&credentials);
+        let bus = events.clone();
+        store.add_listener(Box::new(move |record| {
+            apply_record(&view, record);
+            if let Some(event) = credential_event(record) {
+                bus.publish(event);
+            }
+        }));
+
+        let services = Services::new(
+            Arc::clone(&credentials) as Arc<dyn CredentialView>,
+            Arc::new(NoTokens),
+            events.clone(),
+        );
+        let assembly = assemble(&config, &services)?;
+        Ok(Node {
+            config,
+            store: Arc::new(store),
+            credentials,
+            events,
+            mechanisms: assembly.mechanisms,
+            principal_builder: assembly.principal_builder,
+            policy: assembly.policy,
+            upstream_login: assembly.upstream_login,
+            plugins: assembly.plugins,
+        })
+    }
+}
+
+fn credential_event(record: &MetadataRecord) -> Option<Event> {
+    let (user, mechanism) = match record {
+        MetadataRecord::ScramCredential {
+            user, mechanism, ..
+        }
+        | MetadataRecord::RemoveScramCredential { user, mechanism } => (user, mechanism),
+        _ => return None,
+    };
+    Some(Event::CredentialChanged {
+        user: user.clone(),
+        mechanism: mechanism.mechanism_name().to_owned(),
+    })
+}
+
+/// Builds the mechanisms, policy and upstream login for `config` with `services`, loading the
+/// plugin directory.
+///
+/// # Errors
+/// [`NodeError`] for an unknown or doubly provided mechanism, an unknown policy, or an upstream
+/// login that cannot be built.
+pub fn assemble(config: &Config, services: &Services) -> Result<Assembly, NodeError> {
+    let plugins = load_plugins(&config.plugins)?;
+    let mechanisms = resolve_mechanisms(&config.listener.sasl_mechanisms, services, &plugins)?;
+    let policy = build_policy(&config.forwarding.policy, &config.forwarding.deny_api_keys)?;
+    let upstream_login = upstream_login(config)?;
+    Ok(Assembly {
+        mechanisms,
+        principal_builder: Arc::new(DefaultPrincipalBuilder),
+        policy,
+        upstream_login,
+        plugins,
+    })
+}
+
+/// Loads every plugin in `[plugins] dir` (nothing when it is not set).
+///
+/// # Errors
+/// [`NodeError::PluginConfig`] if a plugin's configuration table cannot be written as TOML.
+pub fn load_plugins(config: &PluginsConfig) -> Result<PluginLoadReport, NodeError> {
+    let Some(dir) = &config.dir else {
+        return Ok(PluginLoadReport::default());
+    };
+    let configs = plugin_configs(config)?;
+    Ok(load_plugin_dir(dir, &configs))
+}
+
+/// Each `[plugins.config.NAME]` table as the TOML text handed to plugin NAME.
+///
+/// # Errors
+/// [`NodeError::PluginConfig`] if a table cannot be serialized.
+pub fn plugin_configs(config: &PluginsConfig) -> Result<BTreeMap<String, String>, NodeError> {
+    config
+        .config
+        .iter()
+        .map(|(name, table)| {
+            config_to_text(table)
+                .map(|text| (name.clone(), text))
+                .map_err(|e| NodeError::PluginConfig {
+                    name: name.clone(),
+                    message: e.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// The names of the built-in mechanisms, sorted.
+pub fn builtin_mechanism_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = registry::mechanisms().map(|f| f.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The names of the built-in forwarding policies, sorted.
+pub fn builtin_policy_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = registry::policies().map(|f| f.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Resolves each enabled name to a built-in mechanism or a loaded plugin.
+fn resolve_mechanisms(
+    enabled: &[String],
+    services: &Services,
+    plugins: &PluginLoadReport,
+) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
+    enabled
+        .iter()
+        .map(|name| {
+            let mut builtins = registry::mechanisms().filter(|f| f.name == name);
+            let mut loaded = plugins.loaded.iter().filter(|p| p.mechanism.name() == name);
+            let builtin = builtins.next();
+            let plugin = loaded.next();
+            match (builtin, plugin) {
+                (Some(_), Some(p)) => Err(duplicate(
+                    name,
+                    "the built-in mechanism".to_owned(),
+                    &p.path,
+                )),
+                (None, Some(p)) => match loaded.next() {
+                    Some(other) => Err(duplicate(
+                        name,
+                        format!("plugin {}", p.path.display()),
+                        &other.path,
+                    )),
+                    None => Ok(Arc::clone(&p.mechanism)),
+                },
+                (Some(factory), None) => Ok((factory.build)(services)),
+                (None, None) => Err(unknown_mechanism(name, plugins)),
+            }
+        })
+        .collect()
+}
+
+fn duplicate(name: &str, first: String, second: &Path) -> NodeError {
+    NodeError::DuplicateMechanism {
+        name: name.to_owned(),
+        first,
+        second: format!("plugin {}", second.display()),
+    }
+}
+
+fn unknown_mechanism(name: &str, plugins: &PluginLoadReport) -> NodeError {
+    let mut available: Vec<String> = builtin_mechanism_names()
+        .into_iter()
+        .map(str::to_owned)
+        .chain(plugins.loaded.iter().map(|p| p.mechanism.name().to_owned()))
+        .collect();
+    available.sort_unstable();
+    available.dedup();
+    NodeError::UnknownMechanism {
+        name: name.to_owned(),
+        available,
+        refused: plugins
+            .refused
+            .iter()
+            .map(|r| format!("{}: {}", r.path.display(), r.reason))
+            .collect(),
+    }
+}
+
+fn build_policy(name: &str, deny_api_keys: &[i16]) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
+    let factory = registry::policies()
+        .find(|f| f.name == name)
+        .ok_or_else(|| NodeError::UnknownPolicy {
+            name: name.to_owned(),
+            available: builtin_policy_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        })?;
+    Ok((factory.build)(&ForwardingSettings::new(
+        deny_api_keys.to_vec(),
+    )))
+}
+
+/// The login module for `SASL_PLAINTEXT` upstreams; `None` for `PLAINTEXT`.
+fn upstream_login(config: &Config) -> Result<Option<Arc<dyn LoginModule>>, NodeError> {
+    let upstream = &config.upstream;
+    match upstream.security_protocol {
+        SecurityProtocol::Plaintext => Ok(None),
+        SecurityProtocol::SaslPlaintext => {
+            // `Config::validate` has checked these; a config built by hand may not have been.
+            let (Some(mechanism), Some(username), Some(password)) = (
+                upstream.sasl_mechanism.as_deref(),
+                upstream.username.as_deref(),
+                upstream.password.as_ref(),
+            ) else {
+                return Err(NodeError::UpstreamLogin(
+                    "SASL_PLAINTEXT needs upstream.sasl_mechanism, username and password"
+                        .to_owned(),
+                ));
+            };
+            portcullis_plugin_login::login_module(mechanism, username, password.clone())
+                .map(Some)
+                .map_err(|e| NodeError::UpstreamLogin(e.to_string()))
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! The `portcullis` command line: `serve`, `check-config`, `plugins`, and the offline SCRAM
+//! credential tools (`scram add|list|delete`, like `kafka-storage format --add-scram`).
+//!
+//! Exit codes: 0 success, 1 error (printed as `error: ...` with its causes), 2 usage.
+
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Parser, Subcommand};
+use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, ScramMechanism};
+use portcullis::events::EventBus;
+use portcullis::registry::Services;
+use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
+use portcullis_plugin_stores::{load_credentials, FileMetadataStore};
+
+use crate::config::{self, Config, SecurityProtocol};
+use crate::node::{self, Assembly, Node};
+use crate::plugin_loader::PluginLoadReport;
+
+/// The longest password `scram add` reads from stdin.
+const MAX_PASSWORD_BYTES: u64 = 64 * 1024;
+
+/// Portcullis: a security gateway for Kafka-compatible clusters.
+#[derive(Debug, Parser)]
+#[command(name = "portcullis", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the node: open the store, load plugins, listen and forward.
+    Serve(ConfigArg),
+    /// Load and validate the configuration and build its mechanisms and policy, without
+    /// listening or locking the data directory.
+    CheckConfig(ConfigArg),
+    /// List the built-in mechanisms and policies and the plugin directory's contents.
+    Plugins(OptionalConfigArg),
+    /// Manage SCRAM credentials in the metadata store offline (the node must be stopped).
+    #[command(subcommand)]
+    Scram(ScramCommand),
+}
+
+/// `--config FILE`.
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The configuration file (TOML); `PORTCULLIS_*` environment variables override its keys.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+/// An optional `--config FILE`.
+#[derive(Debug, Args)]
+pub struct OptionalConfigArg {
+    /// The configuration file; without it only the built-in plugins are listed.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `portcullis scram ...`.
+#[derive(Debug, Subcommand)]
+pub enum ScramCommand {
+    /// Add (or replace) a user's SCRAM credential; the password is read from stdin.
+    Add(ScramAdd),
+    /// List users, mechanisms and iteration counts (never secrets).
+    List(ConfigArg),
+    /// Delete a user's SCRAM credential.
+    Delete(ScramDelete),
+}
+
+/// `portcullis scram add`.
+#[derive(Debug, Args)]
+pub struct ScramAdd {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub config: ConfigArg,
+    /// The user name.
+    #[arg(long, value_name = "NAME")]
+    pub user: String,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, value_parser = parse_mechanism)]
+    pub mechanism: ScramMechanism,
+    /// The PBKDF2 iteration count.
+    #[arg(long, default_value_t = ScramMechanism::MIN_ITERATIONS,
+          value_parser = clap::value_parser!(u32).range(
+              i64::from(ScramMechanism::MIN_ITERATIONS)..=i64::from(ScramMechanism::MAX_ITERATIONS)))]
+    pub iterations: u32,
+    /// Read the password from the first line of stdin (the only way: a password in argv would
+    /// be visible to every user of the machine).
+    #[arg(long, required = true)]
+    pub password_stdin: bool,
+}
+
+/// `portcullis scram delete`.
+#[derive(Debug, Args)]
+pub struct ScramDelete {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub config: ConfigArg,
+    /// The user name.
+    #[arg(long, value_name = "NAME")]
+    pub user: String,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, value_parser = parse_mechanism)]
+    pub mechanism: ScramMechanism,
+}
+
+fn parse_mechanism(name: &str) -> Result<ScramMechanism, String> {
+    ScramMechanism::from_mechanism_name(name)
+        .ok_or_else(|| format!("`{name}` is not SCRAM-SHA-256 or SCRAM-SHA-512"))
+}
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// Whatever the command failed with; the caller prints it and exits with 1.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match cli.command {
+        Command::Serve(args) => serve(&args.config),
+        Command::CheckConfig(args) => check_config(&args.config, &mut out),
+        Command::Plugins(args) => plugins(args.config.as_deref(), &mut out),
+        Command::Scram(ScramCommand::Add(args)) => {
+            let password = read_password(io::stdin().lock())?;
+            scram_add(&args, &password, &mut out)
+        }
+        Command::Scram(ScramCommand::List(args)) => scram_list(&args.config, &mut out),
+        Command::Scram(ScramCommand::Delete(args)) => scram_delete(&args, &mut out),
+    }
+}
+
+fn load_config(path: &Path) -> anyhow::Result<Config> {
+    Ok(config::load(path)?)
+}
+
+/// `serve`: logs to stderr (`RUST_LOG`, default `info`), builds the node and runs the server on
+/// a multi-threaded runtime until it stops.
+fn serve(path: &Path) -> anyhow::Result<()> {
+    init_tracing();
+    let config = load_config(path)?;
+    let node = Node::build(config).context("cannot start the node")?;
+    for refused in &node.plugins.refused {
+        tracing::warn!(
+            file = %refused.path.display(),
+            reason = %refused.reason,
+            "plugin refused"
+        );
+    }
+    tracing::info!(
+        node = node.config.node.id,
+        address = %node.config.listener.address,
+        mechanisms = ?node.mechanisms.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
+        policy = node.policy.name(),
+        credentials = node.credentials.users().len(),
+        "node assembled"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_server(Arc::new(node)))
+}
+
+/// Hands the node to the network runtime. (`server::run(node)` is the agreed entry point; until
+/// it exists the node's parts are handed over directly. The node, and so the store's lock,
+/// lives until serving ends.)
+async fn run_server(node: Arc<Node>) -> anyhow::Result<()> {
+    let parts = crate::server::ServerParts {
+        listener: node.config.listener.clone(),
+        upstream: node.config.upstream.clone(),
+        mechanisms: node.mechanisms.clone(),
+        principal_builder: Arc::clone(&node.principal_builder),
+        policy: Arc::clone(&node.policy),
+        events: node.events.clone(),
+        upstream_login: node.upstream_login.clone(),
+    };
+    let result = crate::server::run_parts(parts).await;
+    drop(node);
+    result
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Fails only if a subscriber is already installed, which then keeps logging.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .try_init();
+}
+
+/// Services for assembling without the store: an empty credential view.
+fn offline_services() -> Services {
+    Services::new(
+        Arc::new(InMemoryCredentials::new()) as Arc<dyn CredentialView>,
+        Arc::new(NoTokens),
+        EventBus::new(),
+    )
+}
+
+/// `check-config`: everything `serve` checks before it opens the store and the listeners.
+fn check_config(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let assembly = node::assemble(&config, &offline_services())?;
+    warn_refused(&assembly.plugins);
+    writeln!(out, "configuration OK: {}", path.display())?;
+    write_summary(&config, &assembly, out)?;
+    Ok(())
+}
+
+fn warn_refused(report: &PluginLoadReport) {
+    for refused in &report.refused {
+        eprintln!("warning: {refused}");
+    }
+}
+
+fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> io::Result<()> {
+    let listener = &config.listener;
+    let upstream = &config.upstream;
+    writeln!(
+        out,
+        "  node:        id {}, data_dir {}",
+        config.node.id,
+        config.node.data_dir.display()
+    )?;
+    writeln!(
+        out,
+        "  listener:    {} on {} ({}), advertised as {}, broker N at port {} + N",
+        listener.name,
+        listener.address,
+        if listener.tls.is_some() {
+            "SASL_SSL"
+        } else {
+            "SASL_PLAINTEXT"
+        },
+        listener.advertised_host,
+        listener.broker_port_base
+    )?;
+    let mechanisms: Vec<&str> = assembly.mechanisms.iter().map(|m| m.name()).collect();
+    writeln!(out, "  mechanisms:  {}", mechanisms.join(", "))?;
+    let login = match (upstream.security_protocol, &assembly.upstream_login) {
+        (SecurityProtocol::SaslPlaintext, Some(login)) => format!(
+            "SASL_PLAINTEXT, {} as {}",
+            login.mechanism(),
+            upstream.username.as_deref().unwrap_or("")
+        ),
+        _ => "PLAINTEXT".to_owned(),
+    };
+    writeln!(
+        out,
+        "  upstream:    {} ({login})",
+        upstream.bootstrap_servers.join(", ")
+    )?;
+    let denied = if config.forwarding.deny_api_keys.is_empty() {
+        "none".to_owned()
+    } else {
+        let keys: Vec<String> = config
+            .forwarding
+            .deny_api_keys
+            .iter()
+            .map(i16::to_string)
+            .collect();
+        keys.join(", ")
+    };
+    writeln!(
+        out,
+        "  forwarding:  {} (denied API keys: {denied})",
+        assembly.policy.name()
+    )?;
+    match &config.plugins.dir {
+        None => writeln!(out, "  plugins:     no plugin directory")?,
+        Some(dir) => writeln!(
+            out,
+            "  plugins:     {}: {} loaded, {} refused",
+            dir.display(),
+            assembly.plugins.loaded.len(),
+            assembly.plugins.refused.len()
+        )?,
+    }
+    Ok(())
+}
+
+/// `plugins`: the built-ins, and with a configuration, what its plugin directory holds.
+fn plugins(path: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<()> {
+    writeln!(out, "built-in SASL mechanisms:")?;
+    for name in node::builtin_mechanism_names() {
+        writeln!(out, "  {name}")?;
+    }
+    writeln!(out, "built-in forwarding policies:")?;
+    for name in node::builtin_policy_names() {
+        writeln!(out, "  {name}")?;
+    }
+    let Some(path) = path else { return Ok(()) };
+    let config = load_config(path)?;
+    let Some(dir) = &config.plugins.dir else {
+        writeln!(out, "plugin directory: not configured")?;
+        return Ok(());
+    };
+    let report = node::load_plugins(&config.plugins)?;
+    writeln!(out, "plugin directory {}:", dir.display())?;
+    if report.loaded.is_empty() {
+        writeln!(out, "  no plugins loaded")?;
+    }
+    for plugin in &report.loaded {
+        writeln!(
+            out,
+            "  {} ({}, mechanism {}) from {}",
+            plugin.name,
+            plugin.kind,
+            plugin.mechanism.name(),
+            plugin.path.display()
+        )?;
+        for warning in &plugin.warnings {
+            writeln!(out, "    warning: {warning}")?;
+        }
+    }
+    if !report.refused.is_empty() {
+        writeln!(out, "refused plugin files:")?;
+        for refused in &report.refused {
+            writeln!(out, "  {}: {}", refused.path.display(), refused.reason)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the password: the first line of `input`, without its line ending.
+fn read_password(input: impl BufRead) -> anyhow::Result<String> {
+    let mut line = String::new();
+    let read = input
+        .take(MAX_PASSWORD_BYTES)
+        .read_line(&mut line)
+        .context("cannot read the password from stdin")?;
+    if read == 0 {
+        bail!("no password on stdin (--password-stdin reads one line)");
+    }
+    let password = line
+        .strip_suffix('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .unwrap_or(&line);
+    if password.is_empty() {
+        bail!("the password is empty");
+    }
+    Ok(password.to_owned())
+}
+
+/// Opens the store for an offline change, explaining a lock held by a running node.
+fn open_store(config: &Config) -> anyhow::Result<FileMetadataStore> {
+    let dir = &config.node.data_dir;
+    FileMetadataStore::open(dir).map_err(|e| match e {
+        StoreError::Locked(_) => anyhow::Error::new(e).context(format!(
+            "cannot change credentials in {} while a node is running on it: stop the node first",
+            dir.display()
+        )),
+        other => anyhow::Error::new(other).context("cannot open the metadata store"),
+    })
+}
+
+fn check_user(user: &str) -> anyhow::Result<()> {
+    if user.is_empty() {
+        bail!("the user name is empty");
+    }
+    if user.chars().any(char::is_control) {
+        bail!("the user name contains control characters");
+    }
+    Ok(())
+}
+
+/// `scram add`: derives the credential and appends it to the store (durable when this returns).
+fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    check_user(&args.user)?;
+    let config = load_config(&args.config.config)?;
+    let store = open_store(&config)?;
+    let salt = portcullis_plugin_scram::random_salt();
+    let credential = portcullis_plugin_scram::derive_credential(
+        args.mechanism,
+        password,
+        &salt,
+        args.iterations,
+    );
+    store
+        .append(&[MetadataRecord::ScramCredential {
+            user: args.user.clone(),
+            mechanism: args.mechanism,
+            credential,
+        }])
+        .context("cannot write the credential")?;
+    writeln!(
+        out,
+        "added {} credential for user '{}'",
+        args.mechanism, args.user
+    )?;
+    Ok(())
+}
+
+/// `scram list`: one line per (user, mechanism), sorted.
+fn scram_list(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let store = open_store(&config)?;
+    let creds = InMemoryCredentials::new();
+    load_credentials(&store, &creds).context("cannot read the metadata store")?;
+    let mut users = creds.users();
+    if users.is_empty() {
+        writeln!(out, "no SCRAM credentials")?;
+        return Ok(());
+    }
+    users.sort();
+    let width = users
+        .iter()
+        .map(|(u, _, _)| u.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    writeln!(out, "{:<width$}  {:<13}  ITERATIONS", "USER", "MECHANISM")?;
+    for (user, mechanism, iterations) in users {
+        writeln!(
+            out,
+            "{user:<width$}  {:<13}  {iterations}",
+            mechanism.mechanism_name()
+        )?;
+    }
+    Ok(())
+}
+
+/// `scram delete`: appends a removal; an absent credential is an error.
+fn scram_delete(args: &ScramDelete, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(&args.config.config)?;
+    let store = open_store(&config)?;
+    let creds = InMemoryCredentials::new();
+    load_credentials(&store, &creds).context("cannot read the metadata store")?;
+    if creds.scram(&args.user, args.mechanism).is_none() {
+        bail!("user '{}' has no {} credential", args.user, args.mechanism);
+    }
+    store
+        .append(&[MetadataRecord::RemoveScramCredential {
+            user: args.user.clone(),
+            mechanism: args.mechanism,
+        }])
+        .context("cannot write the removal")?;
+    writeln!(
+        out,
+        "deleted {} credential for user '{}'",
+        args.mechanism, args.user
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_the_first_line_without_its_ending() {
+        assert_eq!(read_password(&b"s3cret\n"[..]).unwrap(), "s3cret");
+        assert_eq!(read_password(&b"s3cret\r\nmore\n"[..]).unwrap(), "s3cret");
+        assert_eq!(read_password(&b"no newline"[..]).unwrap(), "no newline");
+        assert_eq!(read_password(&b" spaced \n"[..]).unwrap(), " spaced ");
+        assert!(read_password(&b""[..]).is_err());
+        assert!(read_password(&b"\n"[..]).is_err());
+    }
+
+    #[test]
+    fn the_command_line_parses() {
+        let cli = Cli::try_parse_from([
+            "portcullis",
+            "scram",
+            "add",
+            "--config",
+            "c.toml",
+            "--user",
+            "alice",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--password-stdin",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Scram(ScramCommand::Add(add)) => {
+                assert_eq!(add.mechanism, ScramMechanism::Sha512);
+                assert_eq!(add.iterations, 4096);
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            &[
+                "portcullis",
+                "scram",
+                "add",
+                "--config",
+                "c",
+                "--user",
+                "a",
+                "--mechanism",
+                "SCRAM-SHA-512",
+            ][..],
+            &[
+                "portcullis",
+                "scram",
+                "add",
+                "--config",
+                "c",
+                "--user",
+                "a",
+                "--mechanism",
+                "MD5",
+                "--password-stdin",
+            ],
+            &[
+                "portcullis",
+                "scram",
+                "add",
+                "--config",
+                "c",
+                "--user",
+                "a",
+                "--mechanism",
+                "SCRAM-SHA-256",
+                "--iterations",
+                "100",
+                "--password-stdin",
+            ],
+            &["portcullis", "check-config"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+}
