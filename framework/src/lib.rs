@@ -25,6 +25,8 @@
 )]
 
 pub mod abi;
+pub mod acl;
+pub mod authorizer;
 pub mod connection;
 pub mod credentials;
 pub mod errors;

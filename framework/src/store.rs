@@ -23,6 +23,16 @@ pub enum MetadataRecord {
         /// The mechanism.
         mechanism: ScramMechanism,
     },
+    /// An ACL was created (KRaft `AccessControlEntryRecord`).
+    Acl {
+        /// The ACL.
+        binding: crate::acl::AclBinding,
+    },
+    /// An ACL was deleted (KRaft `RemoveAccessControlEntryRecord`).
+    RemoveAcl {
+        /// The ACL.
+        binding: crate::acl::AclBinding,
+    },
 }
 
 /// The position of a record in the log.
