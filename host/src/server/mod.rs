@@ -1,1 +1,309 @@
-//! server
+//! The network runtime: listeners, one task per client connection driving the framework's
+//! sans-I/O [`Connection`](portcullis::connection::Connection), upstream connections, and broker
+//! address rewriting.
+//!
+//! | module        | its one job                                                          |
+//! |---------------|----------------------------------------------------------------------|
+//! | [`frames`]    | Kafka's size-prefixed frames, with a per-read size limit             |
+//! | [`tls`]       | the rustls server configuration from `[listener.tls]`                |
+//! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
+//! | `client`      | the per-connection loop: frames in, actions out, responses in order  |
+//! | [`queue`]     | the ordered response queue of one connection                         |
+//! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
+//! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
+//! | [`rewrite`]   | broker addresses in Metadata / FindCoordinator / DescribeCluster     |
+//! | [`wire`]      | kafka-protocol encoding and decoding for the host's own messages     |
+
+pub mod brokers;
+mod client;
+pub mod frames;
+mod listeners;
+pub mod queue;
+pub mod rewrite;
+pub mod tls;
+pub mod upstream;
+pub mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use portcullis::connection::ConnectionConfig;
+use portcullis::events::EventBus;
+use portcullis::forwarding::ForwardingPolicy;
+use portcullis::login::LoginModule;
+use portcullis::principal::PrincipalBuilder;
+use portcullis::protocol::versions::ApiVersionTable;
+use portcullis::sasl::SaslMechanism;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::{ListenerConfig, SecurityProtocol, UpstreamConfig};
+use crate::node::Node;
+use brokers::{discover, BrokerMap};
+use listeners::{accept_loop, BrokerListeners, Target};
+use rewrite::Advertised;
+use upstream::UpstreamSettings;
+
+/// How often the upstream's API versions and brokers are asked for again.
+const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+/// Pause between attempts while the upstream cannot be reached at start.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(2);
+
+/// Everything the network runtime needs from a node.
+pub struct ServerParts {
+    /// `[listener]`.
+    pub listener: ListenerConfig,
+    /// `[upstream]`.
+    pub upstream: UpstreamConfig,
+    /// Enabled mechanisms, in the configured order.
+    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
+    /// Maps authentications to principals.
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// Routes authenticated requests.
+    pub policy: Arc<dyn ForwardingPolicy>,
+    /// Where security events go.
+    pub events: EventBus,
+    /// Authenticates Portcullis upstream (`SASL_PLAINTEXT`).
+    pub upstream_login: Option<Arc<dyn LoginModule>>,
+}
+
+impl std::fmt::Debug for ServerParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerParts")
+            .field("listener", &self.listener)
+            .field("upstream", &self.upstream)
+            .field(
+                "mechanisms",
+                &self
+                    .mechanisms
+                    .iter()
+                    .map(|m| m.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// State shared by every listener and connection of a server.
+pub(crate) struct Shared {
+    connection_config: Arc<ConnectionConfig>,
+    upstream: UpstreamSettings,
+    brokers: BrokerMap,
+    advertised: Advertised,
+    broker_listeners: BrokerListeners,
+    tls: Option<TlsAcceptor>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A bound, not yet serving, Portcullis server.
+pub struct Server {
+    shared: Arc<Shared>,
+    bootstrap: TcpListener,
+    stop: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("bootstrap", &self.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Checks the configuration and binds the bootstrap listener.
+    pub async fn bind(parts: ServerParts) -> anyhow::Result<Self> {
+        let login = match (parts.upstream.security_protocol, parts.upstream_login) {
+            (SecurityProtocol::SaslPlaintext, Some(login)) => Some(login),
+            (SecurityProtocol::SaslPlaintext, None) => {
+                anyhow::bail!("[upstream] security_protocol = SASL_PLAINTEXT needs a login module (sasl_mechanism, username, password)")
+            }
+            (SecurityProtocol::Plaintext, _) => None,
+        };
+        if parts.upstream.bootstrap_servers.is_empty() {
+            anyhow::bail!("[upstream] bootstrap_servers is empty");
+        }
+        let tls = match &parts.listener.tls {
+            Some(config) => Some(tls::acceptor(config).context("[listener.tls]")?),
+            None => None,
+        };
+        let listener = &parts.listener;
+        let api_versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
+            &ApiVersionTable::default(),
+        )));
+        let connection_config = ConnectionConfig::new(
+            listener.name.clone(),
+            parts.mechanisms,
+            parts.principal_builder,
+            parts.policy,
+            api_versions,
+            parts.events,
+        )
+        .with_frame_limits(listener.max_pre_auth_frame_bytes, listener.max_frame_bytes)
+        .with_failed_auth_delay(Duration::from_millis(
+            listener.failed_authentication_delay_ms,
+        ))
+        .with_max_reauth_ms(Some(listener.connections_max_reauth_ms));
+
+        let bootstrap = TcpListener::bind(&listener.address)
+            .await
+            .with_context(|| format!("cannot listen on {}", listener.address))?;
+        let local = bootstrap
+            .local_addr()
+            .context("bootstrap listener address")?;
+        tracing::info!(listener = %listener.name, tls = tls.is_some(), "listening on {local}");
+
+        let (stop, shutdown) = watch::channel(false);
+        let shared = Shared {
+            connection_config: Arc::new(connection_config),
+            upstream: UpstreamSettings {
+                bootstrap_servers: parts.upstream.bootstrap_servers.clone(),
+                login,
+                connect_timeout: Duration::from_millis(parts.upstream.connect_timeout_ms),
+                versions: ArcSwap::from_pointee(ApiVersionTable::default()),
+            },
+            brokers: BrokerMap::new(),
+            advertised: Advertised {
+                host: listener.advertised_host.clone(),
+                port_base: listener.broker_port_base,
+            },
+            broker_listeners: BrokerListeners::new(local.ip(), listener.broker_port_base),
+            tls,
+            shutdown,
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+            bootstrap,
+            stop,
+        })
+    }
+
+    /// The bootstrap listener's address.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.bootstrap.local_addr().ok()
+    }
+
+    /// Discovers the upstream cluster, then serves clients until `shutdown` completes.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let Self {
+            shared,
+            bootstrap,
+            stop,
+        } = self;
+        tokio::pin!(shutdown);
+        // Clients are accepted only once the upstream's versions are known: before that the
+        // advertised table holds only the local APIs, and every forwarded request would fail.
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                discovered = refresh(&shared) => match discovered {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot reach the upstream cluster; retrying");
+                        tokio::select! {
+                            () = &mut shutdown => return Ok(()),
+                            () = tokio::time::sleep(DISCOVERY_RETRY) => {}
+                        }
+                    }
+                },
+            }
+        }
+        tokio::spawn(refresh_periodically(shared.clone()));
+        tokio::spawn(accept_loop(shared.clone(), bootstrap, Target::Bootstrap));
+        shutdown.await;
+        tracing::info!("stopping");
+        // Stops every accept loop and connection; a send error only means none is left.
+        let _ = stop.send(true);
+        Ok(())
+    }
+}
+
+impl ServerParts {
+    /// The pieces of a node the network runtime uses.
+    pub fn from_node(node: &Node) -> Self {
+        Self {
+            listener: node.config.listener.clone(),
+            upstream: node.config.upstream.clone(),
+            mechanisms: node.mechanisms.clone(),
+            principal_builder: node.principal_builder.clone(),
+            policy: node.policy.clone(),
+            events: node.events.clone(),
+            upstream_login: node.upstream_login.clone(),
+        }
+    }
+}
+
+/// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
+pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
+    run_parts(ServerParts::from_node(&node)).await
+}
+
+/// [`run`] for a node assembled by other means.
+pub async fn run_parts(parts: ServerParts) -> anyhow::Result<()> {
+    Server::bind(parts).await?.serve(stop_signal()).await
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Asks the upstream for its API versions and brokers, publishes the advertised versions and
+/// opens a listener for every broker.
+async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
+    let discovery = discover(&shared.upstream).await?;
+    let advertised = ApiVersionTable::advertised(&discovery.versions);
+    tracing::debug!(
+        upstream_apis = discovery.versions.len(),
+        advertised_apis = advertised.len(),
+        brokers = discovery.brokers.len(),
+        "upstream discovered"
+    );
+    shared.upstream.versions.store(Arc::new(discovery.versions));
+    shared
+        .connection_config
+        .api_versions
+        .store(Arc::new(advertised));
+    for (node_id, host, port) in discovery.brokers {
+        shared.brokers.record(node_id, &host, port);
+        listeners::ensure_broker_listener(shared, node_id);
+    }
+    Ok(())
+}
+
+async fn refresh_periodically(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(REFRESH_INTERVAL) => {}
+        }
+        if let Err(e) = refresh(&shared).await {
+            tracing::warn!(error = %e, "refreshing upstream metadata failed; keeping the last known brokers");
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The upstream brokers: where each really is (the [`BrokerMap`], shared by every connection),
+//! which Portcullis port stands for it, and discovering them from the bootstrap servers.
+
+use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+use portcullis::protocol::versions::ApiVersionTable;
+
+use super::upstream::{pick_version, UpstreamConnection, UpstreamError, UpstreamSettings};
+
+/// The newest Metadata version the host asks for itself.
+const METADATA_VERSION: i16 = 12;
+
+/// Node id → real `host:port` of every upstream broker seen in a response.
+#[derive(Debug, Default)]
+pub struct BrokerMap {
+    real: RwLock<HashMap<i32, String>>,
+}
+
+impl BrokerMap {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Remembers where broker `node_id` really is.
+    pub fn record(&self, node_id: i32, host: &str, port: i32) {
+        let address = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let mut real = self.real.write().unwrap_or_else(PoisonError::into_inner);
+        if real.get(&node_id) != Some(&address) {
+            tracing::debug!(node_id, %address, "upstream broker address");
+            real.insert(node_id, address);
+        }
+    }
+
+    /// Where broker `node_id` really is, if known.
+    pub fn address(&self, node_id: i32) -> Option<String> {
+        self.real
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&node_id)
+            .cloned()
+    }
+}
+
+/// A node id whose port would fall outside `1..=65535`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("broker {node_id} has no port: broker_port_base {base} + {node_id} is not a valid port")]
+pub struct PortError {
+    /// `listener.broker_port_base`.
+    pub base: u16,
+    /// The node id.
+    pub node_id: i32,
+}
+
+/// The Portcullis port that stands for upstream broker `node_id`.
+pub fn broker_port(base: u16, node_id: i32) -> Result<u16, PortError> {
+    u16::try_from(i64::from(base) + i64::from(node_id))
+        .ok()
+        .filter(|port| *port != 0)
+        .ok_or(PortError { base, node_id })
+}
+
+/// What the bootstrap servers said about the cluster.
+#[derive(Debug)]
+pub struct Discovery {
+    /// The upstream's API versions.
+    pub versions: ApiVersionTable,
+    /// Every broker: node id, real host and port.
+    pub brokers: Vec<(i32, String, i32)>,
+}
+
+/// Asks the first bootstrap server that answers for its API versions and the cluster's brokers.
+pub async fn discover(settings: &UpstreamSettings) -> Result<Discovery, UpstreamError> {
+    let mut last = UpstreamError::NoAddress("the bootstrap servers".into());
+    for address in &settings.bootstrap_servers {
+        match discover_from(address, settings).await {
+            Ok(discovery) => return Ok(discovery),
+            Err(e) => {
+                tracing::debug!(%address, error = %e, "discovery from this bootstrap server failed");
+                last = e;
+            }
+        }
+    }
+    Err(last)
+}
+
+async fn discover_from(
+    address: &str,
+    settings: &UpstreamSettings,
+) -> Result<Discovery, UpstreamError> {
+    let software = ("portcullis", env!("CARGO_PKG_VERSION"));
+    let (mut connection, versions) =
+        UpstreamConnection::open(address, settings, Some(software)).await?;
+    let versions = versions.unwrap_or_default();
+    let version = pick_version(&versions, ApiKey::Metadata, METADATA_VERSION)
+        .ok_or(UpstreamError::Unsupported("Metadata"))?;
+    // An empty topic list (v1+) asks for brokers only.
+    let request = MetadataRequest::default()
+        .with_topics(Some(Vec::new()))
+        .with_allow_auto_topic_creation(false);
+    let response: MetadataResponse = tokio::time::timeout(
+        settings.connect_timeout,
+        connection.call(ApiKey::Metadata, version, &request),
+    )
+    .await
+    .map_err(|_| UpstreamError::Timeout(address.to_owned()))??;
+    let brokers = response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.host.to_string(), b.port))
+        .collect();
+    Ok(Discovery { versions, brokers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_follow_the_base() {
+        assert_eq!(broker_port(9100, 1), Ok(9101));
+        assert_eq!(broker_port(9100, 0), Ok(9100));
+        assert_eq!(broker_port(65535, 0), Ok(65535));
+        assert!(broker_port(65535, 1).is_err());
+        assert!(broker_port(10, -10).is_err());
+        assert!(broker_port(10, -11).is_err());
+        assert!(broker_port(10, i32::MAX).is_err());
+        assert!(broker_port(10, i32::MIN).is_err());
+    }
+
+    #[test]
+    fn records_addresses_with_ipv6_brackets() {
+        let map = BrokerMap::new();
+        map.record(1, "10.0.0.1", 9092);
+        map.record(2, "::1", 9093);
+        assert_eq!(map.address(1).as_deref(), Some("10.0.0.1:9092"));
+        assert_eq!(map.address(2).as_deref(), Some("[::1]:9093"));
+        assert_eq!(map.address(3), None);
+        map.record(1, "10.0.0.9", 9092);
+        assert_eq!(map.address(1).as_deref(), Some("10.0.0.9:9092"));
+    }
+}

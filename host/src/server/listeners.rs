@@ -1,0 +1,128 @@
+//! Listening sockets: the bootstrap listener and one listener per upstream broker
+//! (`broker_port_base + node_id`), each accepting clients and handing them to [`client::serve`],
+//! through TLS when `[listener.tls]` is set.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use super::brokers::broker_port;
+use super::{client, Shared};
+
+/// How long a client may take to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Which upstream a listener's connections are forwarded to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The bootstrap listener: any upstream bootstrap server.
+    Bootstrap,
+    /// The listener of upstream broker N.
+    Broker(i32),
+}
+
+/// The broker listeners opened so far.
+#[derive(Debug)]
+pub struct BrokerListeners {
+    ip: IpAddr,
+    port_base: u16,
+    /// `None` records a port that could not be bound, so it is reported once, not per response.
+    opened: Mutex<HashMap<i32, Option<SocketAddr>>>,
+}
+
+impl BrokerListeners {
+    /// Broker listeners on `ip`, at `port_base + node_id`.
+    pub fn new(ip: IpAddr, port_base: u16) -> Self {
+        Self {
+            ip,
+            port_base,
+            opened: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Makes sure broker `node_id` has a listener; binding happens synchronously, so the port
+/// accepts connections as soon as this returns.
+pub(super) fn ensure_broker_listener(shared: &Arc<Shared>, node_id: i32) {
+    let listeners = &shared.broker_listeners;
+    let mut opened = listeners
+        .opened
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if opened.contains_key(&node_id) {
+        return;
+    }
+    let port = match broker_port(listeners.port_base, node_id) {
+        Ok(port) => port,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serve upstream broker");
+            opened.insert(node_id, None);
+            return;
+        }
+    };
+    let address = SocketAddr::new(listeners.ip, port);
+    match bind_now(address) {
+        Ok(listener) => {
+            tracing::info!(%address, node_id, "listening on {address} for upstream broker {node_id}");
+            opened.insert(node_id, Some(address));
+            tokio::spawn(accept_loop(
+                shared.clone(),
+                listener,
+                Target::Broker(node_id),
+            ));
+        }
+        Err(e) => {
+            tracing::warn!(%address, node_id, error = %e, "cannot listen for upstream broker");
+            opened.insert(node_id, None);
+        }
+    }
+}
+
+fn bind_now(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let listener = std::net::TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    TcpListener::from_std(listener)
+}
+
+/// Accepts clients until the server stops.
+pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, target: Target) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                tracing::debug!(%peer, ?target, "connection accepted");
+                tokio::spawn(handle(shared.clone(), stream, peer, target));
+            }
+            Err(e) => {
+                tracing::warn!(?target, error = %e, "accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+async fn handle(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, target: Target) {
+    // Kafka requests are small and latency-bound; Nagle would delay pipelined responses.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    match shared.tls.clone() {
+        None => client::serve(shared, stream, peer, target, false).await,
+        Some(acceptor) => {
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => client::serve(shared, tls, peer, target, true).await,
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
+        }
+    }
+}

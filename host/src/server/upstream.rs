@@ -1,0 +1,328 @@
+//! Connections to the upstream cluster: opening one (TCP, then SASL with the node's
+//! [`LoginModule`] when the upstream requires it), sending frames and reading responses.
+//!
+//! Portcullis' own requests (ApiVersions, SaslHandshake, SaslAuthenticate, discovery Metadata) use
+//! correlation ids from a reserved range at the top of `i32`, as the Java client does; they are
+//! only ever sent before any client frame on the same connection, so they cannot be confused
+//! with a client's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use portcullis::login::{LoginError, LoginModule};
+use portcullis::protocol::versions::ApiVersionTable;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
+use super::wire::{decode_response, encode_request, response_correlation_id, WireError};
+
+/// The lowest correlation id Portcullis uses for its own requests (the Java client's choice).
+const RESERVED_CORRELATION_MIN: i32 = i32::MAX - 7;
+/// Responses come from the operator's own cluster; this only guards against a broken length.
+const MAX_RESPONSE: usize = i32::MAX as usize;
+/// SASL exchanges that need more rounds than this are broken.
+const MAX_SASL_ROUNDS: usize = 16;
+
+/// How to reach and authenticate to the upstream cluster.
+pub struct UpstreamSettings {
+    /// `[upstream] bootstrap_servers`.
+    pub bootstrap_servers: Vec<String>,
+    /// The login module for `SASL_PLAINTEXT`; `None` for `PLAINTEXT`.
+    pub login: Option<Arc<dyn LoginModule>>,
+    /// Bound on connecting and authenticating one connection.
+    pub connect_timeout: Duration,
+    /// The upstream's own API versions (not the advertised ones), learned at discovery.
+    pub versions: ArcSwap<ApiVersionTable>,
+}
+
+impl std::fmt::Debug for UpstreamSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSettings")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field(
+                "login",
+                &self.login.as_ref().map(|l| l.mechanism().to_owned()),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an upstream connection failed. Never carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No address to connect to.
+    #[error("no upstream address for {0}")]
+    NoAddress(String),
+    /// TCP connect failed.
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        /// The address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Connecting and authenticating took longer than `connect_timeout_ms`.
+    #[error("connecting to {0} timed out")]
+    Timeout(String),
+    /// Reading or writing failed.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The upstream closed the connection.
+    #[error("upstream closed the connection")]
+    Closed,
+    /// A response that does not parse.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// A response to a request that was not sent.
+    #[error("upstream answered correlation id {got}, expected {expected}")]
+    OutOfOrder {
+        /// The id waited for.
+        expected: i32,
+        /// The id received.
+        got: i32,
+    },
+    /// The upstream refused a request with an error code.
+    #[error("upstream {api} failed with error code {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Refused {
+        /// The request.
+        api: &'static str,
+        /// The error code.
+        code: i16,
+        /// The upstream's message, if any.
+        message: Option<String>,
+    },
+    /// The upstream does not support a version Portcullis needs.
+    #[error("upstream does not support {0}")]
+    Unsupported(&'static str),
+    /// The login module failed.
+    #[error(transparent)]
+    Login(#[from] LoginError),
+    /// The SASL exchange did not finish.
+    #[error("upstream SASL exchange did not complete")]
+    Incomplete,
+}
+
+/// One upstream TCP connection.
+pub struct UpstreamConnection {
+    address: String,
+    reader: FrameReader<OwnedReadHalf>,
+    writer: BufWriter<OwnedWriteHalf>,
+    next_internal_id: i32,
+}
+
+impl std::fmt::Debug for UpstreamConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConnection")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamConnection {
+    /// Opens an authenticated connection to the first of `addresses` that answers.
+    pub async fn open_any(
+        addresses: &[String],
+        settings: &UpstreamSettings,
+    ) -> Result<Self, UpstreamError> {
+        let mut last = UpstreamError::NoAddress("the bootstrap servers".into());
+        for address in addresses {
+            match Self::open(address, settings, None).await {
+                Ok((connection, _)) => return Ok(connection),
+                Err(e) => {
+                    tracing::debug!(%address, error = %e, "upstream bootstrap server unavailable");
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Opens an authenticated connection to `address`. With `software` (name, version) it first
+    /// asks the upstream for its API versions and returns them.
+    pub async fn open(
+        address: &str,
+        settings: &UpstreamSettings,
+        software: Option<(&str, &str)>,
+    ) -> Result<(Self, Option<ApiVersionTable>), UpstreamError> {
+        let opening = async {
+            let stream =
+                TcpStream::connect(address)
+                    .await
+                    .map_err(|source| UpstreamError::Connect {
+                        address: address.to_owned(),
+                        source,
+                    })?;
+            // Kafka requests are small and latency-bound; Nagle would delay pipelined requests.
+            stream.set_nodelay(true).map_err(FrameError::Io)?;
+            let (read, write) = stream.into_split();
+            let mut connection = Self {
+                address: address.to_owned(),
+                reader: FrameReader::new(read),
+                writer: BufWriter::new(write),
+                next_internal_id: RESERVED_CORRELATION_MIN,
+            };
+            let table = match software {
+                Some(software) => Some(connection.api_versions(software).await?),
+                None => None,
+            };
+            if let Some(login) = &settings.login {
+                let versions = match &table {
+                    Some(t) => t.clone(),
+                    None => settings.versions.load().as_ref().clone(),
+                };
+                connection.authenticate(login.as_ref(), &versions).await?;
+            }
+            Ok((connection, table))
+        };
+        tokio::time::timeout(settings.connect_timeout, opening)
+            .await
+            .map_err(|_| UpstreamError::Timeout(address.to_owned()))?
+    }
+
+    /// The address this connection goes to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Queues a frame (a client's request, unchanged); [`UpstreamConnection::flush`] sends it.
+    pub async fn send(&mut self, frame: &[u8]) -> Result<(), UpstreamError> {
+        Ok(write_frame(&mut self.writer, frame).await?)
+    }
+
+    /// Sends everything queued.
+    pub async fn flush(&mut self) -> Result<(), UpstreamError> {
+        self.writer.flush().await.map_err(FrameError::Io)?;
+        Ok(())
+    }
+
+    /// The next response frame. Cancel-safe.
+    pub async fn next_response(&mut self) -> Result<Bytes, UpstreamError> {
+        match self.reader.next_frame(MAX_RESPONSE).await? {
+            ReadOutcome::Frame(frame) => Ok(frame),
+            ReadOutcome::Closed | ReadOutcome::TooLarge(_) => Err(UpstreamError::Closed),
+        }
+    }
+
+    /// Sends one of Portcullis' own requests and waits for its response.
+    pub async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, UpstreamError> {
+        let correlation_id = self.next_internal_id;
+        // Stay inside the reserved range however many requests this connection sends.
+        self.next_internal_id = if correlation_id == i32::MAX {
+            RESERVED_CORRELATION_MIN
+        } else {
+            correlation_id + 1
+        };
+        let frame = encode_request(api, version, correlation_id, request)?;
+        self.send(&frame).await?;
+        self.flush().await?;
+        let response = self.next_response().await?;
+        let got = response_correlation_id(&response).unwrap_or(-1);
+        if got != correlation_id {
+            return Err(UpstreamError::OutOfOrder {
+                expected: correlation_id,
+                got,
+            });
+        }
+        let (_, body) = decode_response::<Resp>(api, version, response)?;
+        Ok(body)
+    }
+
+    async fn api_versions(
+        &mut self,
+        (name, version): (&str, &str),
+    ) -> Result<ApiVersionTable, UpstreamError> {
+        // v3 is the first version with the client software fields (KIP-511); every Kafka since 2.4
+        // serves it.
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_string(name.to_owned()))
+            .with_client_software_version(StrBytes::from_string(version.to_owned()));
+        let response: ApiVersionsResponse = self.call(ApiKey::ApiVersions, 3, &request).await?;
+        if response.error_code != 0 {
+            return Err(UpstreamError::Refused {
+                api: "ApiVersions",
+                code: response.error_code,
+                message: None,
+            });
+        }
+        Ok(ApiVersionTable::from_response(&response))
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate rounds until the login module's exchange is done.
+    async fn authenticate(
+        &mut self,
+        login: &dyn LoginModule,
+        versions: &ApiVersionTable,
+    ) -> Result<(), UpstreamError> {
+        if versions
+            .range(ApiKey::SaslHandshake as i16)
+            .is_some_and(|(_, max)| max < 1)
+        {
+            return Err(UpstreamError::Unsupported("SaslHandshake v1"));
+        }
+        // Without a table (it is learned at discovery) v1 is the safe choice: every Kafka since 1.0.
+        let authenticate_version = pick_version(versions, ApiKey::SaslAuthenticate, 2).unwrap_or(1);
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
+        let response: SaslHandshakeResponse =
+            self.call(ApiKey::SaslHandshake, 1, &handshake).await?;
+        if response.error_code != 0 {
+            let enabled: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(UpstreamError::Refused {
+                api: "SaslHandshake",
+                code: response.error_code,
+                message: Some(format!("upstream enables {enabled:?}")),
+            });
+        }
+        let mut exchange = login.start();
+        let mut token = exchange.initial()?;
+        for _ in 0..MAX_SASL_ROUNDS {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let response: SaslAuthenticateResponse = self
+                .call(ApiKey::SaslAuthenticate, authenticate_version, &request)
+                .await?;
+            if response.error_code != 0 {
+                return Err(UpstreamError::Refused {
+                    api: "SaslAuthenticate",
+                    code: response.error_code,
+                    message: response.error_message.map(|m| m.to_string()),
+                });
+            }
+            match exchange.step(&response.auth_bytes)? {
+                Some(next) => token = next,
+                None if exchange.is_complete() => {
+                    if response.session_lifetime_ms > 0 {
+                        // Upstream re-authentication is not implemented: the broker will close this
+                        // connection when the lifetime ends, and the client reconnects.
+                        tracing::debug!(address = %self.address, lifetime_ms = response.session_lifetime_ms, "upstream session has a lifetime");
+                    }
+                    return Ok(());
+                }
+                None => return Err(UpstreamError::Incomplete),
+            }
+        }
+        Err(UpstreamError::Incomplete)
+    }
+}
+
+/// The highest version of `api` that the upstream, kafka-protocol and `ours` all support.
+pub fn pick_version(upstream: &ApiVersionTable, api: ApiKey, ours: i16) -> Option<i16> {
+    let (min, max) = upstream.range(api as i16)?;
+    let known = api.valid_versions();
+    let version = max.min(ours).min(known.max);
+    (version >= min.max(known.min)).then_some(version)
+}
