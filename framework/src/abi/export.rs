@@ -261,6 +261,7 @@ impl Exchange {
                 }
             }
             (ExchangeState::Running(_), None) => {
+                self.state = ExchangeState::Finished;
                 hidden("the host passed a malformed input buffer".to_owned())
             }
             (ExchangeState::Finished, _) => {

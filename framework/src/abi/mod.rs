@@ -47,8 +47,8 @@ pub use validate::{validate_declaration, AbiError, AbiWarning, ValidatedPlugin};
 /// The first eight bytes of every declaration.
 pub const PLUGIN_MAGIC: [u8; 8] = *b"PCULLIS\0";
 
-/// The ABI version this framework speaks. Bumped whenever the layout of anything in
-/// [`layout`](self) changes other than by appending fields to the declaration or the table.
+/// The ABI version this framework speaks. Bumped whenever the layout of a type crossing the
+/// boundary changes other than by appending fields to the declaration or the function table.
 pub const ABI_VERSION: u32 = 1;
 
 /// The name of the data symbol every plugin exports.
