@@ -164,25 +164,7 @@ fn serve(path: &Path) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_server(Arc::new(node)))
-}
-
-/// Hands the node to the network runtime. (`server::run(node)` is the agreed entry point; until
-/// it exists the node's parts are handed over directly. The node, and so the store's lock,
-/// lives until serving ends.)
-async fn run_server(node: Arc<Node>) -> anyhow::Result<()> {
-    let parts = crate::server::ServerParts {
-        listener: node.config.listener.clone(),
-        upstream: node.config.upstream.clone(),
-        mechanisms: node.mechanisms.clone(),
-        principal_builder: Arc::clone(&node.principal_builder),
-        policy: Arc::clone(&node.policy),
-        events: node.events.clone(),
-        upstream_login: node.upstream_login.clone(),
-    };
-    let result = crate::server::run_parts(parts).await;
-    drop(node);
-    result
+    runtime.block_on(crate::server::run(Arc::new(node)))
 }
 
 fn init_tracing() {
@@ -192,6 +174,7 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .try_init();
 }
 

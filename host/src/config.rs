@@ -594,8 +594,9 @@ impl NodeConfig {
 
 impl PluginsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        // A missing directory means no plugins (docs/plugins.md); a file in its place is a mistake.
         if let Some(dir) = &self.dir {
-            if !dir.is_dir() {
+            if dir.exists() && !dir.is_dir() {
                 return Err(invalid(
                     "plugins.dir",
                     format!("{} is not a directory", dir.display()),
