@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Start and stop one single-node KRaft Apache Kafka on loopback, for the interop tests, the quickstart
+# and the benchmarks. Source it, then:
+#
+#   kafka_start RUN_DIR     # formats storage, starts the broker, waits until Metadata succeeds
+#   kafka_stop              # SIGTERM + wait (SIGKILL after a grace period)
+#
+# The caller owns the trap (`trap kafka_stop EXIT` or its own cleanup that calls kafka_stop); kafka_start
+# prints the broker log when start-up fails, kafka_dump_log prints it later on demand.
+#
+# After kafka_start these are exported:
+#   KAFKA_BOOTSTRAP        127.0.0.1:<port>  PLAINTEXT listener (Portcullis' upstream; no authorizer)
+#   KAFKA_SASL_BOOTSTRAP   127.0.0.1:<port>  SASL_PLAINTEXT listener: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN
+#   KAFKA_CONTROLLER_PORT  the CONTROLLER listener's port
+#   KAFKA_PID, KAFKA_RUN_DIR, KAFKA_LOG
+#   KAFKA_SASL_USER / KAFKA_SASL_PASSWORD  a user known to every mechanism of the SASL listener
+#   KAFKA_ADMIN_USER / KAFKA_ADMIN_PASSWORD the same for an admin user
+# Ports are chosen free at run time, so parallel runs never collide.
+
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# Test-only credentials: the broker is bound to loopback and lives for one run.
+: "${KAFKA_SASL_USER:=alice}"
+: "${KAFKA_SASL_PASSWORD:=alice-secret}"
+: "${KAFKA_ADMIN_USER:=admin}"
+: "${KAFKA_ADMIN_PASSWORD:=admin-secret}"
+export KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD
+
+# In Kafka 4.4 the storage tool is still the Scala object in kafka_2.13 (checked with `unzip -l`:
+# kafka/tools/StorageTool.class; org.apache.kafka.tools has no StorageTool).
+KAFKA_STORAGE_TOOL_CLASS=kafka.tools.StorageTool
+: "${KAFKA_HEAP_OPTS:=-Xms256m -Xmx768m}"
+: "${KAFKA_START_TIMEOUT:=90}"
+
+kafka_java() {
+  # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
+  java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$KAFKA_RUN_DIR/log4j2.properties" \
+    -cp "$KAFKA_LIB/*" "$@"
+}
+
+kafka_dump_log() {
+  local lines=${1:-200}
+  [[ -n "${KAFKA_LOG:-}" && -f "$KAFKA_LOG" ]] || return 0
+  log "---- last $lines lines of $KAFKA_LOG ----"
+  tail -n "$lines" "$KAFKA_LOG" >&2 || true
+  log "---- end of Kafka log ----"
+}
+
+kafka_write_config() {
+  local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3
+  cat >"$dir/log4j2.properties" <<PROPS
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+PROPS
+  # JAAS lines: SCRAM needs a login module but no users in it (credentials come from the metadata log,
+  # written by the storage tool); PLAIN's users are listed inline.
+  cat >"$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$ctl_port
+listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,CONTROLLER://127.0.0.1:$ctl_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+num.network.threads=2
+num.io.threads=4
+log.segment.bytes=67108864
+PROPS
+}
+
+kafka_start() {
+  local run_dir=${1:?kafka_start RUN_DIR}
+  require_tools java python3
+  ensure_kcat
+  mkdir -p "$run_dir"
+  KAFKA_RUN_DIR="$(cd "$run_dir" && pwd)"
+  KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
+  export KAFKA_RUN_DIR KAFKA_LOG
+
+  local ports plain_port sasl_port ctl_port
+  mapfile -t ports < <(free_ports 3)
+  ((${#ports[@]} == 3)) || die "could not pick free ports"
+  plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]}
+  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port"
+
+  # A KRaft cluster id is a base64url (unpadded) 16-byte UUID; making it here saves a JVM start. One
+  # that starts with '-' would be read as an option by the storage tool's argument parser.
+  local cluster_id
+  cluster_id=$(python3 -c '
+import base64, uuid
+while True:
+    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not cid.startswith("-"):
+        print(cid)
+        break')
+
+  log "formatting Kafka storage in $KAFKA_RUN_DIR/data (cluster $cluster_id)"
+  local scram=() mech user pass
+  for mech in SCRAM-SHA-512 SCRAM-SHA-256; do
+    for user in "$KAFKA_ADMIN_USER:$KAFKA_ADMIN_PASSWORD" "$KAFKA_SASL_USER:$KAFKA_SASL_PASSWORD"; do
+      pass=${user#*:}
+      scram+=(--add-scram "$mech=[name=${user%%:*},password=$pass]")
+    done
+  done
+  if ! kafka_java "$KAFKA_STORAGE_TOOL_CLASS" format -t "$cluster_id" -c "$KAFKA_RUN_DIR/server.properties" \
+    "${scram[@]}" >"$KAFKA_RUN_DIR/format.log" 2>&1; then
+    cat "$KAFKA_RUN_DIR/format.log" >&2
+    die "Kafka storage format failed"
+  fi
+
+  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port"
+  kafka_java kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >"$KAFKA_LOG" 2>&1 &
+  KAFKA_PID=$!
+  export KAFKA_PID
+  export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
+  export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
+  export KAFKA_CONTROLLER_PORT=$ctl_port
+
+  local started=$SECONDS
+  if ! wait_for_port 127.0.0.1 "$plain_port" "$KAFKA_START_TIMEOUT" "$KAFKA_PID" ||
+    ! wait_for_port 127.0.0.1 "$sasl_port" 10 "$KAFKA_PID"; then
+    kafka_dump_log
+    kafka_stop
+    die "Kafka did not open its ports"
+  fi
+  # An open port is not a working broker: wait until a Metadata request lists broker 1.
+  local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  until kcat -L -b "$KAFKA_BOOTSTRAP" -m 5 2>/dev/null | grep -q "broker 1 at 127.0.0.1:$plain_port"; do
+    if ((SECONDS >= deadline)) || ! kill -0 "$KAFKA_PID" 2>/dev/null; then
+      kafka_dump_log
+      kafka_stop
+      die "Kafka did not answer Metadata"
+    fi
+    sleep 0.5
+  done
+  log "Kafka ready after $((SECONDS - started))s (pid $KAFKA_PID, log $KAFKA_LOG)"
+}
+
+kafka_stop() {
+  if [[ -n "${KAFKA_PID:-}" ]]; then
+    stop_pid "$KAFKA_PID" 30
+    KAFKA_PID=
+  fi
+}
+
+# Writes the exported variables as a sourceable env file (for a second shell or a CI step).
+kafka_env_file() {
+  local f=${1:?kafka_env_file FILE}
+  {
+    for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
+      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD; do
+      printf 'export %s=%q\n' "$v" "${!v}"
+    done
+  } >"$f"
+}

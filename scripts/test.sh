@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Portcullis' full test run: installs what the tests need (Kafka jars, Python venv, kcat), builds the
+# workspace, runs `cargo test --workspace`, starts ONE Apache Kafka for the whole interop run and runs
+# the pytest interop suite (tests/interop) through Portcullis against it. Prints a summary at the end
+# and exits non-zero if any step failed.
+#
+# Usage: scripts/test.sh [--interop-only] [--target portcullis|kafka] [--keep] [-- PYTEST_ARGS...]
+#   --interop-only   skip `cargo test` (still builds the portcullis binary)
+#   --target kafka   run the client tests straight against Kafka's SASL listener (checks the suite
+#                    itself; Portcullis-only tests are deselected)
+#   --keep           keep the run directory (configs, Kafka and Portcullis logs) even on success
+#   PYTEST_ARGS      passed to pytest, e.g. -- -k kcat -x
+# Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=lib/common.sh
+source scripts/lib/common.sh
+# shellcheck source=lib/kafka-deps.sh
+source scripts/lib/kafka-deps.sh
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
+# shellcheck source=lib/kafka.sh
+source scripts/lib/kafka.sh
+
+interop_only=0
+target=portcullis
+keep=0
+pytest_args=()
+while (($#)); do
+  case "$1" in
+    --interop-only) interop_only=1 ;;
+    --target) target=${2:?--target needs portcullis or kafka}; shift ;;
+    --keep) keep=1 ;;
+    --) shift; pytest_args=("$@"); break ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+  shift
+done
+[[ $target == portcullis || $target == kafka ]] || die "--target must be portcullis or kafka"
+
+RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-test.XXXXXX")
+export INTEROP_RUN_DIR=$RUN_DIR
+summary=()
+failed=0
+
+# step NAME CMD...: runs one step, records its outcome and duration; never aborts the script.
+step() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  log "=== $name"
+  "$@" || rc=$?
+  if ((rc == 0)); then
+    summary+=("PASS  $(printf '%-28s' "$name") $((SECONDS - start))s")
+  else
+    summary+=("FAIL  $(printf '%-28s' "$name") $((SECONDS - start))s (exit $rc)")
+    failed=1
+  fi
+  return "$rc"
+}
+
+finish() {
+  local rc=$?
+  ((rc == 0)) || failed=1
+  kafka_stop
+  if ((failed)); then
+    kafka_dump_log 80
+    local f
+    for f in "$RUN_DIR"/interop/portcullis-*/portcullis.log; do
+      [[ -f $f ]] || continue
+      log "---- last 60 lines of $f ----"
+      tail -n 60 "$f" >&2 || true
+    done
+  fi
+  echo
+  echo "================ Portcullis test summary ================"
+  local line
+  for line in "${summary[@]}"; do echo "  $line"; done
+  [[ -f $RUN_DIR/pytest-summary.txt ]] && echo "  interop: $(cat "$RUN_DIR/pytest-summary.txt")"
+  if ((failed)) || ((keep)); then
+    echo "  run directory kept: $RUN_DIR"
+  else
+    rm -rf "$RUN_DIR"
+  fi
+  if ((failed)); then
+    echo "  RESULT: FAILED"
+    exit 1
+  fi
+  echo "  RESULT: OK"
+  exit 0
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+install_deps() {
+  require_tools cargo java javac mvn python3 openssl
+  ensure_kcat
+  ensure_kafka_deps
+  ensure_venv
+}
+
+TARGET_DIR=$(cargo_target_dir)
+export PORTCULLIS_BIN="$TARGET_DIR/debug/portcullis"
+# Where the interop tests find other build outputs (e.g. the example plugin's .so).
+export INTEROP_CARGO_TARGET_DIR=$TARGET_DIR
+
+run_pytest() {
+  local out=$RUN_DIR/pytest-output.txt rc=0
+  INTEROP_TARGET=$target "$PORTCULLIS_VENV/bin/python" -m pytest tests/interop -q --durations=10 \
+    --junitxml="$RUN_DIR/interop-junit.xml" "${pytest_args[@]}" 2>&1 | tee "$out" || rc=$?
+  # pytest's final line ("N passed, M failed in Xs") for the summary.
+  grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$out" | tail -n 1 | tr -d '=' |
+    sed 's/^ *//' >"$RUN_DIR/pytest-summary.txt" || true
+  return "$rc"
+}
+
+step "install dependencies" install_deps || exit 1
+if ((interop_only)) && [[ $target == kafka ]]; then
+  : # nothing to build: the clients talk to Kafka directly
+elif ((interop_only)); then
+  step "cargo build portcullis" cargo build -p portcullis-host || exit 1
+else
+  step "cargo build --workspace" cargo build --workspace || exit 1
+  step "cargo test --workspace" cargo test --workspace || true
+fi
+if [[ $target == portcullis && ! -x $PORTCULLIS_BIN ]]; then
+  summary+=("FAIL  no binary at $PORTCULLIS_BIN")
+  exit 1
+fi
+step "start kafka" kafka_start "$RUN_DIR/kafka" || exit 1
+step "interop tests ($target)" run_pytest || true
