@@ -32,12 +32,36 @@ pub enum Event {
         /// The reason, safe to log.
         reason: String,
     },
+    /// A client re-authenticated (KIP-368).
+    SessionReauthenticated {
+        /// The session's principal.
+        principal: Principal,
+        /// The mechanism used.
+        mechanism: String,
+        /// The client's address.
+        client_address: IpAddr,
+    },
+    /// A session sent a request after its lifetime ended and was closed (KIP-368).
+    SessionExpired {
+        /// The session's principal.
+        principal: Principal,
+        /// The client's address.
+        client_address: IpAddr,
+    },
     /// A SCRAM credential was added, changed or removed.
     CredentialChanged {
         /// The user.
         user: String,
         /// The mechanism.
         mechanism: String,
+    },
+    /// ACLs were created or deleted; the change is durable and already applies to every
+    /// connection. Counts only: the bindings themselves are read with `AclAdmin::describe_acls`.
+    AclsChanged {
+        /// How many ACLs were created (duplicates of existing ACLs are not counted).
+        created: usize,
+        /// How many ACLs were deleted.
+        deleted: usize,
     },
 }
 

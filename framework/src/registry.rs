@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use crate::authorizer::Authorizer;
 use crate::credentials::{CredentialView, TokenView};
 use crate::events::EventBus;
 use crate::forwarding::ForwardingPolicy;
 use crate::sasl::SaslMechanism;
+use crate::store::MetadataStore;
 
 /// What the host hands every plugin it builds.
 #[derive(Clone)]
@@ -77,6 +79,48 @@ pub struct PolicyFactory {
 
 inventory::collect!(PolicyFactory);
 
+/// Settings every authorizer receives (Kafka's `super.users` and
+/// `allow.everyone.if.no.acl.found`).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct AuthorizerSettings {
+    /// Principals allowed everything, each `type:name`, compared as exact strings.
+    pub super_users: Vec<String>,
+    /// The decision when no ACL at all applies to a resource (Kafka's default: false).
+    pub allow_everyone_if_no_acl_found: bool,
+    /// Where the authorizer publishes [`crate::events::Event::AclsChanged`], if anywhere.
+    pub events: Option<EventBus>,
+}
+
+impl AuthorizerSettings {
+    /// Creates settings with no event bus.
+    pub fn new(super_users: Vec<String>, allow_everyone_if_no_acl_found: bool) -> Self {
+        Self {
+            super_users,
+            allow_everyone_if_no_acl_found,
+            events: None,
+        }
+    }
+
+    /// Publishes ACL changes on `events`.
+    pub fn with_events(mut self, events: EventBus) -> Self {
+        self.events = Some(events);
+        self
+    }
+}
+
+/// A built-in authorizer. `build` replays the ACLs already in the store, so the authorizer is
+/// ready when it returns; an error (bad settings, unreadable store) must stop the node.
+pub struct AuthorizerFactory {
+    /// The authorizer name (`authorizer = "<name>"` in the configuration).
+    pub name: &'static str,
+    /// Builds the authorizer on the node's metadata store.
+    pub build:
+        fn(&AuthorizerSettings, Arc<dyn MetadataStore>) -> Result<Arc<dyn Authorizer>, String>,
+}
+
+inventory::collect!(AuthorizerFactory);
+
 /// Every built-in mechanism linked into this binary.
 pub fn mechanisms() -> impl Iterator<Item = &'static MechanismFactory> {
     inventory::iter::<MechanismFactory>.into_iter()
@@ -85,4 +129,9 @@ pub fn mechanisms() -> impl Iterator<Item = &'static MechanismFactory> {
 /// Every built-in forwarding policy linked into this binary.
 pub fn policies() -> impl Iterator<Item = &'static PolicyFactory> {
     inventory::iter::<PolicyFactory>.into_iter()
+}
+
+/// Every built-in authorizer linked into this binary.
+pub fn authorizers() -> impl Iterator<Item = &'static AuthorizerFactory> {
+    inventory::iter::<AuthorizerFactory>.into_iter()
 }

@@ -4,21 +4,45 @@
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use super::responses;
+use super::{reauth, responses};
 use super::{Action, CloseReason, Connection, Forwarded, Session, State};
 use crate::errors::ErrorCode;
+use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
 use crate::protocol::api::{self, API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::{header, produce};
 
 type Transition = (State, Vec<Action>);
 
-pub(super) fn on_request(conn: &Connection, session: Session, frame: Bytes) -> Transition {
+pub(super) fn on_request(
+    conn: &Connection,
+    session: Session,
+    frame: Bytes,
+    now_ms: i64,
+) -> Transition {
     let header = match header::parse(&frame) {
         Ok(h) => h,
         // Kafka closes a connection whose request it cannot parse.
         Err(e) => return close(CloseReason::InvalidRequest(e.to_string())),
     };
+    if session.ticket.is_revoked() {
+        conn.config.metrics.revoked_connections_closed();
+        return close(CloseReason::CredentialRevoked);
+    }
+    // KIP-368: a handshake may start a re-authentication even on an expired session; any other
+    // request on an expired session closes the connection silently.
+    if header.api_key == SASL_HANDSHAKE && reauth::may_start(&session, now_ms) {
+        return reauth::start(conn, session, &frame, now_ms);
+    }
+    if session.ticket.is_expired(now_ms) {
+        conn.config.metrics.expired_connections_killed();
+        conn.config.events.publish(Event::SessionExpired {
+            principal: session.principal.clone(),
+            client_address: conn.client_address,
+        });
+        tracing::debug!(principal = %session.principal, client = %conn.client_address, "session expired; closing");
+        return close(CloseReason::SessionExpired);
+    }
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     match header.api_key {
         API_VERSIONS => {
@@ -30,8 +54,8 @@ pub(super) fn on_request(conn: &Connection, session: Session, frame: Bytes) -> T
             };
             respond(session, response)
         }
-        // Re-authentication arrives with KIP-368 support; until then Kafka's answer to a
-        // handshake on a session without expiry applies.
+        // A handshake that does not start a re-authentication (no session expiry, or within a
+        // second of the previous one): Kafka's API layer answers ILLEGAL_SASL_STATE.
         SASL_HANDSHAKE => {
             let response = responses::handshake(
                 ErrorCode::ILLEGAL_SASL_STATE,

@@ -12,6 +12,7 @@
 
 mod authenticated;
 mod pre_auth;
+mod reauth;
 mod responses;
 
 use std::net::IpAddr;
@@ -23,8 +24,10 @@ use bytes::Bytes;
 
 use crate::events::EventBus;
 use crate::forwarding::ForwardingPolicy;
+use crate::metrics::SecurityMetrics;
 use crate::principal::{Principal, PrincipalBuilder};
 use crate::protocol::versions::ApiVersionTable;
+use crate::reauth::{ReauthScheduler, SessionTicket};
 use crate::sasl::{SaslExchange, SaslMechanism};
 
 /// Kafka's `sasl.server.max.receive.size`: the largest frame accepted before authentication.
@@ -57,6 +60,12 @@ pub struct ConnectionConfig {
     pub failed_auth_delay: Duration,
     /// `connections.max.reauth.ms`, if set (> 0).
     pub max_reauth_ms: Option<i64>,
+    /// Per-mechanism `connections.max.reauth.ms` overrides (Kafka's `<mech>.connections.max.reauth.ms`).
+    pub max_reauth_ms_by_mechanism: std::collections::BTreeMap<String, i64>,
+    /// Every authenticated session of the node.
+    pub sessions: ReauthScheduler,
+    /// Authentication counters.
+    pub metrics: Arc<SecurityMetrics>,
 }
 
 impl ConnectionConfig {
@@ -80,6 +89,38 @@ impl ConnectionConfig {
             max_frame: DEFAULT_MAX_FRAME,
             failed_auth_delay: DEFAULT_FAILED_AUTH_DELAY,
             max_reauth_ms: None,
+            max_reauth_ms_by_mechanism: std::collections::BTreeMap::new(),
+            sessions: ReauthScheduler::new(),
+            metrics: Arc::new(SecurityMetrics::default()),
+        }
+    }
+
+    /// Shares the node's session scheduler and counters.
+    pub fn with_sessions(
+        mut self,
+        sessions: ReauthScheduler,
+        metrics: Arc<SecurityMetrics>,
+    ) -> Self {
+        self.sessions = sessions;
+        self.metrics = metrics;
+        self
+    }
+
+    /// Sets per-mechanism `connections.max.reauth.ms` overrides (values ≤ 0 disable re-authentication
+    /// for that mechanism).
+    pub fn with_max_reauth_ms_by_mechanism(
+        mut self,
+        overrides: std::collections::BTreeMap<String, i64>,
+    ) -> Self {
+        self.max_reauth_ms_by_mechanism = overrides;
+        self
+    }
+
+    /// `connections.max.reauth.ms` for a mechanism: its override, else the listener's value.
+    pub(crate) fn max_reauth_ms_for(&self, mechanism: &str) -> Option<i64> {
+        match self.max_reauth_ms_by_mechanism.get(mechanism) {
+            Some(v) => Some(*v).filter(|v| *v > 0),
+            None => self.max_reauth_ms,
         }
     }
 
@@ -100,6 +141,10 @@ impl ConnectionConfig {
     pub fn with_max_reauth_ms(mut self, max_reauth_ms: Option<i64>) -> Self {
         self.max_reauth_ms = max_reauth_ms.filter(|v| *v > 0);
         self
+    }
+
+    fn mechanism(&self, name: &str) -> Option<Arc<dyn SaslMechanism>> {
+        self.mechanisms.iter().find(|m| m.name() == name).cloned()
     }
 
     fn enabled_mechanism_names(&self) -> Vec<String> {
@@ -159,6 +204,10 @@ pub enum CloseReason {
     IllegalState(String),
     /// An API key or version this connection does not serve.
     Unsupported(String),
+    /// The session's lifetime ended and it sent a request other than SaslHandshake (KIP-368).
+    SessionExpired,
+    /// The session's credential was removed or changed.
+    CredentialRevoked,
     /// A frame above the size limit.
     FrameTooLarge {
         /// The announced size.
@@ -185,19 +234,23 @@ enum State {
     Authenticating(Authenticating),
     /// Authenticated: requests are routed.
     Authenticated(Session),
+    /// An authenticated session is re-authenticating (KIP-368).
+    Reauthenticating(reauth::Reauthenticating),
     /// Authentication failed or the client misbehaved; the connection is closing.
     Failed,
 }
 
-struct Authenticating {
+pub(crate) struct Authenticating {
     mechanism: Arc<dyn SaslMechanism>,
     exchange: Box<dyn SaslExchange>,
     framing: SaslFraming,
+    /// When the handshake that started this exchange arrived (ms).
+    started_at_ms: i64,
 }
 
 /// How SASL tokens travel, fixed by the SaslHandshake version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SaslFraming {
+pub(crate) enum SaslFraming {
     /// SaslHandshake v0: raw length-prefixed tokens, no Kafka header.
     Raw,
     /// SaslHandshake v1: tokens inside SaslAuthenticate requests.
@@ -205,7 +258,7 @@ enum SaslFraming {
 }
 
 /// An authenticated session.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Session {
     /// The principal.
@@ -218,6 +271,17 @@ pub struct Session {
     pub lifetime_ms: Option<i64>,
     /// The delegation token used, if any.
     pub token_id: Option<String>,
+    /// When the latest re-authentication started (ms), for the one-per-second limit.
+    pub reauth_started_at_ms: Option<i64>,
+    /// The session's registration with the node's [`ReauthScheduler`].
+    pub ticket: Arc<SessionTicket>,
+}
+
+impl Session {
+    /// When the session expires, if it does.
+    pub fn expires_at_ms(&self) -> Option<i64> {
+        self.ticket.expires_at_ms()
+    }
 }
 
 impl Connection {
@@ -234,17 +298,24 @@ impl Connection {
     /// The largest frame the host may read next: small until the client has authenticated.
     pub fn max_frame_size(&self) -> usize {
         match self.state {
-            State::Authenticated(_) => self.config.max_frame,
+            State::Authenticated(_) | State::Reauthenticating(_) => self.config.max_frame,
             _ => self.config.max_pre_auth_frame,
         }
     }
 
-    /// The session, once authenticated.
+    /// The session, once authenticated (also while it re-authenticates).
     pub fn session(&self) -> Option<&Session> {
         match &self.state {
             State::Authenticated(session) => Some(session),
+            State::Reauthenticating(reauth) => Some(&reauth.previous),
             _ => None,
         }
+    }
+
+    /// The session's ticket: the host awaits [`SessionTicket::revoked`] to close the connection at
+    /// once when the session's credential is removed.
+    pub fn ticket(&self) -> Option<Arc<SessionTicket>> {
+        self.session().map(|s| Arc::clone(&s.ticket))
     }
 
     /// Whether the connection is closing and must not be fed more frames.
@@ -266,8 +337,11 @@ impl Connection {
         let (next, actions) = match state {
             State::Initial => pre_auth::on_first_frames(self, frame, now_ms, true),
             State::VersionsSeen => pre_auth::on_first_frames(self, frame, now_ms, false),
-            State::Authenticating(auth) => pre_auth::on_auth_frame(self, auth, frame, now_ms),
-            State::Authenticated(session) => authenticated::on_request(self, session, frame),
+            State::Authenticating(auth) => pre_auth::on_auth_frame(self, auth, frame, now_ms, None),
+            State::Authenticated(session) => {
+                authenticated::on_request(self, session, frame, now_ms)
+            }
+            State::Reauthenticating(reauth) => reauth::on_frame(self, reauth, frame, now_ms),
             State::Failed => (
                 State::Failed,
                 vec![Action::Close(CloseReason::IllegalState(
@@ -287,6 +361,7 @@ impl std::fmt::Debug for Connection {
             State::VersionsSeen => "VersionsSeen",
             State::Authenticating(_) => "Authenticating",
             State::Authenticated(_) => "Authenticated",
+            State::Reauthenticating(_) => "Reauthenticating",
             State::Failed => "Failed",
         };
         f.debug_struct("Connection")

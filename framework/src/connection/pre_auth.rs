@@ -4,15 +4,18 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 
+use std::sync::Arc;
+
+use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
 use super::{Action, Authenticating, CloseReason, Connection, SaslFraming, Session, State};
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::principal::AuthenticationContext;
 use crate::protocol::api::{API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE};
-use crate::protocol::codec::decode_body;
+use crate::protocol::codec::{decode_body, CodecError};
 use crate::protocol::header;
-use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
+use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, SaslMechanism, StepOutcome};
 
 type Transition = (State, Vec<Action>);
 
@@ -81,97 +84,128 @@ fn api_versions(conn: &Connection, frame: &Bytes) -> Transition {
     }
 }
 
-fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
-    let (header, request) = match header::parse(frame)
-        .map_err(|e| e.to_string())
-        .and_then(|h| {
-            let body = frame.get(h.header_len..).unwrap_or_default();
-            decode_body::<SaslHandshakeRequest>("SaslHandshake", body, h.api_version)
-                .map(|r| (h, r))
-                .map_err(|e| e.to_string())
-        }) {
-        Ok(parsed) => parsed,
-        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
-    };
-    let requested = request.mechanism.as_str();
+/// A decoded SaslHandshake.
+pub(super) struct Handshake {
+    pub(super) version: i16,
+    pub(super) correlation_id: i32,
+    pub(super) mechanism: String,
+}
+
+/// Decodes a SaslHandshake frame.
+pub(super) fn decode_handshake(frame: &Bytes) -> Result<Handshake, String> {
+    let header = header::parse(frame).map_err(|e| e.to_string())?;
+    let body = frame.get(header.header_len..).unwrap_or_default();
+    let request = decode_body::<SaslHandshakeRequest>("SaslHandshake", body, header.api_version)
+        .map_err(|e| e.to_string())?;
+    Ok(Handshake {
+        version: header.api_version,
+        correlation_id: header.correlation_id,
+        mechanism: request.mechanism.as_str().to_owned(),
+    })
+}
+
+/// Answers a handshake for a mechanism that is not enabled: UNSUPPORTED_SASL_MECHANISM with the
+/// enabled list, then a delayed close.
+pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) -> Transition {
+    conn.config.events.publish(Event::AuthenticationFailed {
+        mechanism: None,
+        client_address: conn.client_address,
+        reason: "unsupported SASL mechanism".into(),
+    });
     let enabled = conn.config.enabled_mechanism_names();
-    let Some(mechanism) = conn
-        .config
-        .mechanisms
-        .iter()
-        .find(|m| m.name() == requested)
-        .cloned()
-    else {
-        conn.config.events.publish(Event::AuthenticationFailed {
-            mechanism: None,
-            client_address: conn.client_address,
-            reason: "unsupported SASL mechanism".into(),
-        });
-        let response = responses::handshake(
-            ErrorCode::UNSUPPORTED_SASL_MECHANISM,
-            &enabled,
-            header.api_version,
-            header.correlation_id,
-        );
-        return match response {
-            Ok(bytes) => (
-                State::Failed,
-                vec![
-                    Action::Respond(bytes),
-                    Action::CloseAfter(conn.config.failed_auth_delay),
-                ],
-            ),
-            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
-        };
-    };
+    let response = responses::handshake(
+        ErrorCode::UNSUPPORTED_SASL_MECHANISM,
+        &enabled,
+        handshake.version,
+        handshake.correlation_id,
+    );
+    match response {
+        Ok(bytes) => (
+            State::Failed,
+            vec![
+                Action::Respond(bytes),
+                Action::CloseAfter(conn.config.failed_auth_delay),
+            ],
+        ),
+        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+    }
+}
+
+/// Starts an exchange for an enabled mechanism.
+pub(super) fn start_exchange(
+    conn: &Connection,
+    mechanism: Arc<dyn SaslMechanism>,
+    handshake: &Handshake,
+    now_ms: i64,
+) -> Authenticating {
     let context = ExchangeContext::new(conn.client_address, conn.config.listener.clone(), now_ms);
     let exchange = mechanism.start(&context);
-    let framing = if header.api_version == 0 {
+    let framing = if handshake.version == 0 {
         SaslFraming::Raw
     } else {
         SaslFraming::Framed
     };
-    let next = State::Authenticating(Authenticating {
+    Authenticating {
         mechanism,
         exchange,
         framing,
-    });
-    respond_or_close(
-        next,
-        responses::handshake(
-            ErrorCode::NONE,
-            &enabled,
-            header.api_version,
-            header.correlation_id,
-        ),
+        started_at_ms: now_ms,
+    }
+}
+
+/// The successful handshake response.
+pub(super) fn handshake_ok(conn: &Connection, handshake: &Handshake) -> Result<Bytes, CodecError> {
+    responses::handshake(
+        ErrorCode::NONE,
+        &conn.config.enabled_mechanism_names(),
+        handshake.version,
+        handshake.correlation_id,
     )
 }
 
-/// A frame while the exchange runs.
+fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
+    let handshake = match decode_handshake(frame) {
+        Ok(h) => h,
+        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
+    };
+    let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
+        return unsupported_mechanism(conn, &handshake);
+    };
+    let auth = start_exchange(conn, mechanism, &handshake, now_ms);
+    respond_or_close(State::Authenticating(auth), handshake_ok(conn, &handshake))
+}
+
+/// A frame while the exchange runs. `previous` is the session being re-authenticated, if any.
 pub(super) fn on_auth_frame(
     conn: &Connection,
     mut auth: Authenticating,
     frame: Bytes,
     now_ms: i64,
+    previous: Option<Session>,
 ) -> Transition {
     match auth.framing {
         SaslFraming::Raw => {
             // SaslHandshake v0: the frame is the token, and failures cannot be reported on the wire.
             match auth.exchange.step(&frame) {
                 StepOutcome::Continue(token) => (
-                    State::Authenticating(auth),
+                    continuing(auth, previous),
                     vec![Action::Respond(Bytes::from(token))],
                 ),
                 StepOutcome::Complete(done) => {
                     let final_token = Bytes::from(done.server_final.clone());
-                    let session = complete(conn, &auth, done, now_ms);
-                    (
-                        State::Authenticated(session),
-                        vec![Action::Respond(final_token)],
-                    )
+                    match complete(conn, &auth, done, now_ms, previous) {
+                        Ok(session) => (
+                            State::Authenticated(session),
+                            vec![Action::Respond(final_token)],
+                        ),
+                        Err(_) => (
+                            State::Failed,
+                            vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                        ),
+                    }
                 }
                 StepOutcome::Fail(failure) => {
-                    report_failure(conn, &auth, &failure);
+                    report_failure(conn, &auth, &failure, previous.is_some());
                     (
                         State::Failed,
                         vec![Action::CloseAfter(conn.config.failed_auth_delay)],
@@ -179,7 +213,15 @@ pub(super) fn on_auth_frame(
                 }
             }
         }
-        SaslFraming::Framed => framed_step(conn, auth, frame, now_ms),
+        SaslFraming::Framed => framed_step(conn, auth, frame, now_ms, previous),
+    }
+}
+
+/// The state while an exchange continues: a first authentication or a re-authentication.
+fn continuing(auth: Authenticating, previous: Option<Session>) -> State {
+    match previous {
+        None => State::Authenticating(auth),
+        Some(previous) => State::Reauthenticating(Reauthenticating::exchange(previous, auth)),
     }
 }
 
@@ -188,6 +230,7 @@ fn framed_step(
     mut auth: Authenticating,
     frame: Bytes,
     now_ms: i64,
+    previous: Option<Session>,
 ) -> Transition {
     let header = match header::parse(&frame) {
         Ok(h) => h,
@@ -223,47 +266,54 @@ fn framed_step(
         Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     };
     let (version, correlation_id) = (header.api_version, header.correlation_id);
+    let reauthentication = previous.is_some();
+    let failed = |message: String| {
+        let response = responses::authenticate(
+            ErrorCode::SASL_AUTHENTICATION_FAILED,
+            Some(message),
+            Vec::new(),
+            0,
+            version,
+            correlation_id,
+        );
+        match response {
+            Ok(bytes) => (
+                State::Failed,
+                vec![
+                    Action::Respond(bytes),
+                    Action::CloseAfter(conn.config.failed_auth_delay),
+                ],
+            ),
+            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        }
+    };
     match auth.exchange.step(&request.auth_bytes) {
         StepOutcome::Continue(token) => {
             let response =
                 responses::authenticate(ErrorCode::NONE, None, token, 0, version, correlation_id);
-            respond_or_close(State::Authenticating(auth), response)
+            respond_or_close(continuing(auth, previous), response)
         }
         StepOutcome::Complete(done) => {
             let final_token = done.server_final.clone();
-            let session = complete(conn, &auth, done, now_ms);
-            let lifetime = session.lifetime_ms.unwrap_or(0);
-            let response = responses::authenticate(
-                ErrorCode::NONE,
-                None,
-                final_token,
-                lifetime,
-                version,
-                correlation_id,
-            );
-            respond_or_close(State::Authenticated(session), response)
+            match complete(conn, &auth, done, now_ms, previous) {
+                Ok(session) => {
+                    let lifetime = session.lifetime_ms.unwrap_or(0);
+                    let response = responses::authenticate(
+                        ErrorCode::NONE,
+                        None,
+                        final_token,
+                        lifetime,
+                        version,
+                        correlation_id,
+                    );
+                    respond_or_close(State::Authenticated(session), response)
+                }
+                Err(message) => failed(message),
+            }
         }
         StepOutcome::Fail(failure) => {
-            report_failure(conn, &auth, &failure);
-            let message = failure.client_message(auth.mechanism.name(), false);
-            let response = responses::authenticate(
-                ErrorCode::SASL_AUTHENTICATION_FAILED,
-                Some(message),
-                Vec::new(),
-                0,
-                version,
-                correlation_id,
-            );
-            match response {
-                Ok(bytes) => (
-                    State::Failed,
-                    vec![
-                        Action::Respond(bytes),
-                        Action::CloseAfter(conn.config.failed_auth_delay),
-                    ],
-                ),
-                Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
-            }
+            report_failure(conn, &auth, &failure, reauthentication);
+            failed(failure.client_message(auth.mechanism.name(), reauthentication))
         }
     }
 }
@@ -284,29 +334,103 @@ pub(crate) fn session_lifetime_ms(
     }
 }
 
-fn complete(conn: &Connection, auth: &Authenticating, done: Authenticated, now_ms: i64) -> Session {
+/// Turns a completed exchange into a session. A re-authentication must keep the principal
+/// (Kafka compares type and name only); the error is the message for the client.
+fn complete(
+    conn: &Connection,
+    auth: &Authenticating,
+    done: Authenticated,
+    now_ms: i64,
+    previous: Option<Session>,
+) -> Result<Session, String> {
     let context =
         AuthenticationContext::new(&done, conn.client_address, &conn.config.listener, conn.tls);
     let principal = conn.config.principal_builder.build(&context);
-    let lifetime_ms =
-        session_lifetime_ms(conn.config.max_reauth_ms, done.credential_expiry_ms, now_ms);
-    conn.config.events.publish(Event::SessionAuthenticated {
-        principal: principal.clone(),
-        mechanism: auth.mechanism.name().to_owned(),
-        client_address: conn.client_address,
-    });
-    tracing::debug!(principal = %principal, mechanism = auth.mechanism.name(), "authenticated");
-    Session {
-        principal,
-        mechanism: auth.mechanism.name().to_owned(),
-        authenticated_at_ms: now_ms,
-        lifetime_ms,
-        token_id: done.token_id,
+    let mechanism = auth.mechanism.name().to_owned();
+    let max_reauth_ms = conn.config.max_reauth_ms_for(&mechanism);
+    let lifetime_ms = session_lifetime_ms(max_reauth_ms, done.credential_expiry_ms, now_ms);
+    let expires_at_ms = lifetime_ms.map(|l| now_ms.saturating_add(l));
+    let config = &conn.config;
+    match previous {
+        None => {
+            let ticket = config.sessions.register(
+                &principal,
+                &mechanism,
+                done.token_id.clone(),
+                expires_at_ms,
+            );
+            config.metrics.successful_authentication();
+            config.events.publish(Event::SessionAuthenticated {
+                principal: principal.clone(),
+                mechanism: mechanism.clone(),
+                client_address: conn.client_address,
+            });
+            tracing::debug!(principal = %principal, mechanism = %mechanism, "authenticated");
+            Ok(Session {
+                principal,
+                mechanism,
+                authenticated_at_ms: now_ms,
+                lifetime_ms,
+                token_id: done.token_id,
+                reauth_started_at_ms: Some(auth.started_at_ms),
+                ticket,
+            })
+        }
+        Some(previous) if previous.principal != principal => {
+            config.metrics.failed_reauthentication();
+            let message = format!(
+                "Cannot change principals during re-authentication from {}: {}",
+                previous.principal, principal
+            );
+            tracing::info!(client = %conn.client_address, %message, "re-authentication failed");
+            config.events.publish(Event::AuthenticationFailed {
+                mechanism: Some(mechanism),
+                client_address: conn.client_address,
+                reason: "principal changed during re-authentication".into(),
+            });
+            Err(message)
+        }
+        Some(previous) => {
+            config.sessions.renew(&previous.ticket, expires_at_ms);
+            config.metrics.successful_reauthentication();
+            config.events.publish(Event::SessionReauthenticated {
+                principal: principal.clone(),
+                mechanism: mechanism.clone(),
+                client_address: conn.client_address,
+            });
+            tracing::debug!(principal = %principal, mechanism = %mechanism, ?lifetime_ms, "re-authenticated");
+            Ok(Session {
+                principal,
+                mechanism,
+                authenticated_at_ms: now_ms,
+                lifetime_ms,
+                // Like Kafka, the token flag follows the latest authentication.
+                token_id: done.token_id,
+                reauth_started_at_ms: Some(auth.started_at_ms),
+                ticket: previous.ticket,
+            })
+        }
     }
 }
 
-fn report_failure(conn: &Connection, auth: &Authenticating, failure: &AuthFailure) {
-    tracing::info!(mechanism = auth.mechanism.name(), client = %conn.client_address, reason = failure.reason(), "authentication failed");
+fn report_failure(
+    conn: &Connection,
+    auth: &Authenticating,
+    failure: &AuthFailure,
+    reauthentication: bool,
+) {
+    if reauthentication {
+        conn.config.metrics.failed_reauthentication();
+    } else {
+        conn.config.metrics.failed_authentication();
+    }
+    tracing::info!(
+        mechanism = auth.mechanism.name(),
+        client = %conn.client_address,
+        reason = failure.reason(),
+        reauthentication,
+        "authentication failed"
+    );
     conn.config.events.publish(Event::AuthenticationFailed {
         mechanism: Some(auth.mechanism.name().to_owned()),
         client_address: conn.client_address,
@@ -316,7 +440,7 @@ fn report_failure(conn: &Connection, auth: &Authenticating, failure: &AuthFailur
 
 /// Kafka's behaviour for a pre-authentication protocol violation: no response, the connection
 /// closes after the failure delay.
-fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
+pub(super) fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
     tracing::debug!(client = %conn.client_address, ?reason, "closing unauthenticated connection");
     (
         State::Failed,
@@ -324,7 +448,7 @@ fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
     )
 }
 
-fn respond_or_close(
+pub(super) fn respond_or_close(
     next: State,
     response: Result<Bytes, crate::protocol::codec::CodecError>,
 ) -> Transition {

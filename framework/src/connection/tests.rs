@@ -36,11 +36,23 @@ impl SaslExchange for FixedExchange {
             b"alice:pw" => {
                 StepOutcome::Complete(Authenticated::new("alice").with_server_final(b"ok".to_vec()))
             }
+            b"bob:pw" => StepOutcome::Complete(Authenticated::new("bob")),
             b"expiring:pw" => StepOutcome::Complete(
                 Authenticated::new("expiring").with_credential_expiry_ms(Some(61_000)),
             ),
             _ => StepOutcome::Fail(AuthFailure::Hidden("wrong".into())),
         }
+    }
+}
+
+/// A second mechanism, for mechanism-change tests.
+struct Other;
+impl SaslMechanism for Other {
+    fn name(&self) -> &str {
+        "OTHER"
+    }
+    fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(FixedExchange)
     }
 }
 
@@ -69,7 +81,7 @@ fn config() -> (Arc<ConnectionConfig>, crate::events::Subscription) {
     )));
     let cfg = ConnectionConfig::new(
         "test",
-        vec![Arc::new(Fixed)],
+        vec![Arc::new(Fixed), Arc::new(Other)],
         Arc::new(DefaultPrincipalBuilder),
         Arc::new(Upstream),
         table,
@@ -155,7 +167,10 @@ fn api_versions_then_framed_scram_like_login() {
         &single_response(handshake(&mut c, 1, "TEST")),
     );
     assert_eq!(hs.error_code, 0);
-    assert_eq!(hs.mechanisms, vec![StrBytes::from_static_str("TEST")]);
+    assert_eq!(
+        hs.mechanisms.first(),
+        Some(&StrBytes::from_static_str("TEST"))
+    );
 
     let (_, auth): (_, SaslAuthenticateResponse) = response(
         ApiKey::SaslAuthenticate,
@@ -242,7 +257,13 @@ fn unknown_mechanism_lists_the_enabled_ones() {
     };
     let (_, hs): (_, SaslHandshakeResponse) = response(ApiKey::SaslHandshake, 1, frame);
     assert_eq!(hs.error_code, 33);
-    assert_eq!(hs.mechanisms, vec![StrBytes::from_static_str("TEST")]);
+    assert_eq!(
+        hs.mechanisms,
+        vec![
+            StrBytes::from_static_str("TEST"),
+            StrBytes::from_static_str("OTHER")
+        ]
+    );
 }
 
 #[test]
@@ -382,4 +403,211 @@ fn oversized_frames_close() {
         c.frame_too_large(DEFAULT_MAX_PRE_AUTH_FRAME + 1).as_slice(),
         [Action::Close(CloseReason::FrameTooLarge { .. })]
     ));
+}
+
+// === re-authentication (KIP-368) ===
+
+fn auth_response(actions: Vec<Action>) -> SaslAuthenticateResponse {
+    response(ApiKey::SaslAuthenticate, 2, &single_response(actions)).1
+}
+
+#[test]
+fn reauthentication_renews_the_session_and_keeps_the_ticket() {
+    let (mut c, events) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let ticket = c.ticket().unwrap();
+    assert_eq!(ticket.expires_at_ms(), Some(3_600_000));
+    let _ = events.try_recv();
+
+    // 2 s later: a handshake starts re-authentication.
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake_at(&mut c, "TEST", 2_000)),
+    );
+    assert_eq!(hs.error_code, 0);
+    let auth = auth_response(authenticate(&mut c, 2, b"alice:pw", 2_500));
+    assert_eq!(auth.error_code, 0);
+    assert_eq!(auth.session_lifetime_ms, 3_600_000);
+    assert_eq!(ticket.expires_at_ms(), Some(3_602_500));
+    assert!(Arc::ptr_eq(&ticket, &c.ticket().unwrap()));
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::SessionReauthenticated { .. })
+    ));
+    assert_eq!(c.config.metrics.snapshot().successful_reauthentication, 1);
+
+    // A second handshake within a second of the last one is not a re-authentication.
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake_at(&mut c, "TEST", 2_900)),
+    );
+    assert_eq!(hs.error_code, 34);
+    assert!(c.session().is_some());
+}
+
+fn handshake_at(c: &mut Connection, mechanism: &str, now: i64) -> Vec<Action> {
+    let body =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    c.handle_frame(request(ApiKey::SaslHandshake, 1, 2, &body), now)
+}
+
+#[test]
+fn reauthentication_as_another_principal_fails_and_closes() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let _ = handshake_at(&mut c, "TEST", 5_000);
+    let actions = authenticate(&mut c, 2, b"bob:pw", 5_000);
+    let [Action::Respond(frame), Action::CloseAfter(_)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    let (_, auth): (_, SaslAuthenticateResponse) = response(ApiKey::SaslAuthenticate, 2, frame);
+    assert_eq!(auth.error_code, 58);
+    assert_eq!(
+        auth.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User:alice: User:bob")
+    );
+    assert!(c.is_failed());
+    assert_eq!(c.config.metrics.snapshot().failed_reauthentication, 1);
+}
+
+#[test]
+fn reauthentication_with_another_mechanism_fails_at_the_next_token() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    // Kafka's quirk: the handshake succeeds…
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake_at(&mut c, "OTHER", 5_000)),
+    );
+    assert_eq!(hs.error_code, 0);
+    // …and the next token closes the connection without a SaslAuthenticate response.
+    assert_eq!(
+        authenticate(&mut c, 2, b"alice:pw", 5_000),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+}
+
+#[test]
+fn a_failed_reauthentication_uses_the_reauthentication_message() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let _ = handshake_at(&mut c, "TEST", 5_000);
+    let actions = authenticate(&mut c, 2, b"alice:wrong", 5_000);
+    let [Action::Respond(frame), Action::CloseAfter(_)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    let (_, auth): (_, SaslAuthenticateResponse) = response(ApiKey::SaslAuthenticate, 2, frame);
+    assert_eq!(
+        auth.error_message.as_deref(),
+        Some("Authentication failed during re-authentication due to invalid credentials with SASL mechanism TEST")
+    );
+}
+
+#[test]
+fn requests_on_an_expired_session_close_it_but_a_handshake_may_still_reauthenticate() {
+    let (mut c, events) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    // At the deadline the session is still valid.
+    assert!(matches!(
+        c.handle_frame(metadata.clone(), 3_600_000).as_slice(),
+        [Action::Forward(_)]
+    ));
+    // After it, a handshake re-authenticates…
+    let _ = single_response(handshake_at(&mut c, "TEST", 3_700_000));
+    assert_eq!(
+        auth_response(authenticate(&mut c, 2, b"alice:pw", 3_700_000)).error_code,
+        0
+    );
+    assert!(matches!(
+        c.handle_frame(metadata.clone(), 3_700_001).as_slice(),
+        [Action::Forward(_)]
+    ));
+    // …and any other request after expiry closes the connection silently.
+    let _ = events.try_recv();
+    assert_eq!(
+        c.handle_frame(metadata, 9_000_000),
+        vec![Action::Close(CloseReason::SessionExpired)]
+    );
+    assert_eq!(c.config.metrics.snapshot().expired_connections_killed, 1);
+    let mut saw_expired = false;
+    while let Some(e) = events.try_recv() {
+        saw_expired |= matches!(e, Event::SessionExpired { .. });
+    }
+    assert!(saw_expired);
+}
+
+#[test]
+fn a_revoked_session_is_closed_at_its_next_request() {
+    let (mut c, _) = conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let n = c.config.sessions.handle_event(&Event::CredentialChanged {
+        user: "alice".into(),
+        mechanism: "TEST".into(),
+    });
+    assert_eq!(n, 1);
+    let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        c.handle_frame(metadata, 1),
+        vec![Action::Close(CloseReason::CredentialRevoked)]
+    );
+}
+
+#[test]
+fn per_mechanism_reauth_overrides_apply() {
+    let events = EventBus::new();
+    let table = Arc::new(ArcSwap::from_pointee(ApiVersionTable::default()));
+    let mut overrides = std::collections::BTreeMap::new();
+    overrides.insert("TEST".to_owned(), 5_000);
+    let cfg = ConnectionConfig::new(
+        "t",
+        vec![Arc::new(Fixed)],
+        Arc::new(DefaultPrincipalBuilder),
+        Arc::new(Upstream),
+        table,
+        events,
+    )
+    .with_max_reauth_ms(Some(60_000))
+    .with_max_reauth_ms_by_mechanism(overrides);
+    let mut c = Connection::new(Arc::new(cfg), IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    assert_eq!(
+        auth_response(authenticate(&mut c, 2, b"alice:pw", 0)).session_lifetime_ms,
+        5_000
+    );
+}
+
+#[test]
+fn sessions_without_expiry_never_reauthenticate() {
+    let events = EventBus::new();
+    let table = Arc::new(ArcSwap::from_pointee(ApiVersionTable::default()));
+    let cfg = ConnectionConfig::new(
+        "t",
+        vec![Arc::new(Fixed)],
+        Arc::new(DefaultPrincipalBuilder),
+        Arc::new(Upstream),
+        table,
+        events,
+    );
+    let mut c = Connection::new(Arc::new(cfg), IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    assert_eq!(
+        auth_response(authenticate(&mut c, 2, b"alice:pw", 0)).session_lifetime_ms,
+        0
+    );
+    let (_, hs): (_, SaslHandshakeResponse) = response(
+        ApiKey::SaslHandshake,
+        1,
+        &single_response(handshake_at(&mut c, "TEST", 1_000_000)),
+    );
+    assert_eq!(hs.error_code, 34);
 }

@@ -1,0 +1,111 @@
+//! Re-authentication of a live session (KIP-368, as Kafka ships it — kafka-security-semantics §2.3–§2.4).
+//!
+//! A SaslHandshake on a session that has an expiry, at least a second after the previous
+//! (re-)authentication began, starts a re-authentication — even when the session has already
+//! expired. The mechanism must stay the same and the principal must not change; either failure
+//! closes the connection after the failure delay.
+
+use bytes::Bytes;
+
+use super::pre_auth::{self, Handshake};
+use super::{Action, Authenticating, Connection, Session, State};
+
+type Transition = (State, Vec<Action>);
+
+/// Kafka's `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`.
+pub(crate) const MIN_REAUTH_INTERVAL_MS: i64 = 1_000;
+
+/// A session in the middle of re-authenticating.
+pub(crate) struct Reauthenticating {
+    /// The session as it was; requests are not served until the exchange ends.
+    pub(crate) previous: Session,
+    phase: Phase,
+}
+
+enum Phase {
+    /// The exchange runs.
+    Exchange(Authenticating),
+    /// The client asked for another enabled mechanism. Kafka answers the handshake with success
+    /// and fails the next token, so that the failure is counted as a failed re-authentication.
+    BadMechanism { requested: String },
+}
+
+impl Reauthenticating {
+    pub(super) fn exchange(previous: Session, auth: Authenticating) -> Self {
+        Self {
+            previous,
+            phase: Phase::Exchange(auth),
+        }
+    }
+}
+
+/// Whether this SaslHandshake starts a re-authentication (otherwise Kafka's API layer answers it
+/// with ILLEGAL_SASL_STATE).
+pub(super) fn may_start(session: &Session, now_ms: i64) -> bool {
+    session.expires_at_ms().is_some()
+        && session
+            .reauth_started_at_ms
+            .is_none_or(|t| now_ms.saturating_sub(t) >= MIN_REAUTH_INTERVAL_MS)
+}
+
+/// Starts a re-authentication with the handshake in `frame`.
+pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: i64) -> Transition {
+    let handshake: Handshake = match pre_auth::decode_handshake(frame) {
+        Ok(h) => h,
+        Err(reason) => {
+            return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))
+        }
+    };
+    let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
+        conn.config.metrics.failed_reauthentication();
+        return pre_auth::unsupported_mechanism(conn, &handshake);
+    };
+    let mut previous = session;
+    previous.reauth_started_at_ms = Some(now_ms);
+    let response = pre_auth::handshake_ok(conn, &handshake);
+    let phase = if mechanism.name() == previous.mechanism {
+        Phase::Exchange(pre_auth::start_exchange(
+            conn, mechanism, &handshake, now_ms,
+        ))
+    } else {
+        Phase::BadMechanism {
+            requested: handshake.mechanism,
+        }
+    };
+    pre_auth::respond_or_close(
+        State::Reauthenticating(Reauthenticating { previous, phase }),
+        response,
+    )
+}
+
+/// A frame while re-authenticating.
+pub(super) fn on_frame(
+    conn: &Connection,
+    reauth: Reauthenticating,
+    frame: Bytes,
+    now_ms: i64,
+) -> Transition {
+    let Reauthenticating { previous, phase } = reauth;
+    match phase {
+        Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
+        Phase::BadMechanism { requested } => {
+            conn.config.metrics.failed_reauthentication();
+            tracing::info!(
+                client = %conn.client_address,
+                "SASL mechanism '{requested}' requested by client is not supported for re-authentication of mechanism '{}'",
+                previous.mechanism
+            );
+            conn.config
+                .events
+                .publish(crate::events::Event::AuthenticationFailed {
+                    mechanism: Some(requested),
+                    client_address: conn.client_address,
+                    reason: "mechanism changed during re-authentication".into(),
+                });
+            (
+                State::Failed,
+                vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+            )
+        }
+    }
+}
