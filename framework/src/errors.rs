@@ -25,6 +25,12 @@ impl ErrorCode {
     pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
     /// DELEGATION_TOKEN_AUTH_DISABLED.
     pub const DELEGATION_TOKEN_AUTH_DISABLED: ErrorCode = ErrorCode(61);
+    /// RESOURCE_NOT_FOUND.
+    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
+    /// DUPLICATE_RESOURCE.
+    pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
+    /// UNACCEPTABLE_CREDENTIAL.
+    pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);
     /// POLICY_VIOLATION.
     pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
 
@@ -42,6 +48,9 @@ impl ErrorCode {
             54 => "SECURITY_DISABLED",
             58 => "SASL_AUTHENTICATION_FAILED",
             61 => "DELEGATION_TOKEN_AUTH_DISABLED",
+            91 => "RESOURCE_NOT_FOUND",
+            92 => "DUPLICATE_RESOURCE",
+            93 => "UNACCEPTABLE_CREDENTIAL",
             _ => "OTHER",
         }
     }

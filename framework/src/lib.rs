@@ -32,6 +32,7 @@ pub mod credentials;
 pub mod errors;
 pub mod events;
 pub mod forwarding;
+pub mod local;
 pub mod login;
 pub mod metrics;
 pub mod principal;

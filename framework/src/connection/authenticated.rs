@@ -9,7 +9,9 @@ use super::{Action, CloseReason, Connection, Forwarded, Session, State};
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
-use crate::protocol::api::{self, API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
+use crate::local::{LocalRequest, LocalResponse};
+use crate::protocol::api::{API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
+use crate::protocol::header::RequestHeader;
 use crate::protocol::{header, produce};
 
 type Transition = (State, Vec<Action>);
@@ -76,27 +78,13 @@ pub(super) fn on_request(
             );
             respond(session, response)
         }
-        key => route(
-            conn,
-            session,
-            key,
-            version,
-            correlation_id,
-            header.header_len,
-            frame,
-        ),
+        _ => route(conn, session, &header, frame),
     }
 }
 
-fn route(
-    conn: &Connection,
-    session: Session,
-    api_key: i16,
-    version: i16,
-    correlation_id: i32,
-    header_len: usize,
-    frame: Bytes,
-) -> Transition {
+fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Bytes) -> Transition {
+    let (api_key, version, correlation_id) =
+        (header.api_key, header.api_version, header.correlation_id);
     let table = conn.config.api_versions.load();
     if !table.supports(api_key, version) {
         // Not advertised: a well-behaved client never sends it. Kafka closes the connection on a
@@ -115,7 +103,10 @@ fn route(
     match decision {
         Route::Upstream { .. } => {
             let expects_response = if api_key == PRODUCE {
-                produce::expects_response(version, frame.get(header_len..).unwrap_or_default())
+                produce::expects_response(
+                    version,
+                    frame.get(header.header_len..).unwrap_or_default(),
+                )
             } else {
                 true
             };
@@ -131,13 +122,25 @@ fn route(
                 vec![Action::Forward(forwarded)],
             )
         }
-        Route::Local if api::is_served_locally(api_key) => {
-            // The local APIs are all handled above; reaching here means a policy routed another
-            // key locally that has no handler.
-            close(CloseReason::Unsupported(format!(
+        Route::Local => match conn.config.local_handler(api_key) {
+            Some(handler) => {
+                let request = LocalRequest {
+                    header,
+                    body: frame.get(header.header_len..).unwrap_or_default(),
+                    session: &session,
+                    client_address: conn.client_address,
+                };
+                match handler.handle(&request) {
+                    LocalResponse::Respond(bytes) => {
+                        (State::Authenticated(session), vec![Action::Respond(bytes)])
+                    }
+                    LocalResponse::Close(reason) => close(CloseReason::InvalidRequest(reason)),
+                }
+            }
+            None => close(CloseReason::Unsupported(format!(
                 "no local handler for API {api_key}"
-            )))
-        }
+            ))),
+        },
         Route::Reject(code) => {
             tracing::info!(principal = %session.principal, api_key, code = %code, "request rejected by forwarding policy");
             let name = ApiKey::try_from(api_key)

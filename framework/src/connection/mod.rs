@@ -24,6 +24,7 @@ use bytes::Bytes;
 
 use crate::events::EventBus;
 use crate::forwarding::ForwardingPolicy;
+use crate::local::LocalHandler;
 use crate::metrics::SecurityMetrics;
 use crate::principal::{Principal, PrincipalBuilder};
 use crate::protocol::versions::ApiVersionTable;
@@ -66,6 +67,8 @@ pub struct ConnectionConfig {
     pub sessions: ReauthScheduler,
     /// Authentication counters.
     pub metrics: Arc<SecurityMetrics>,
+    /// Security APIs answered locally (beyond SASL and ApiVersions).
+    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
 }
 
 impl ConnectionConfig {
@@ -92,7 +95,19 @@ impl ConnectionConfig {
             max_reauth_ms_by_mechanism: std::collections::BTreeMap::new(),
             sessions: ReauthScheduler::new(),
             metrics: Arc::new(SecurityMetrics::default()),
+            local_handlers: Vec::new(),
         }
+    }
+
+    /// Adds locally served security APIs. Their versions must also be in the advertised table
+    /// (see [`ApiVersionTable::advertised_with`]).
+    pub fn with_local_handlers(mut self, handlers: Vec<Arc<dyn LocalHandler>>) -> Self {
+        self.local_handlers = handlers;
+        self
+    }
+
+    pub(crate) fn local_handler(&self, api_key: i16) -> Option<&Arc<dyn LocalHandler>> {
+        self.local_handlers.iter().find(|h| h.api_key() == api_key)
     }
 
     /// Shares the node's session scheduler and counters.

@@ -10,4 +10,5 @@ pub mod api;
 pub mod codec;
 pub mod header;
 pub mod produce;
+pub mod reader;
 pub mod versions;

@@ -30,8 +30,19 @@ impl ApiVersionTable {
     /// - every other API the upstream supports that is not a security API, clamped to the versions
     ///   kafka-protocol knows (so any message Portcullis may have to read is one it can parse).
     pub fn advertised(upstream: &ApiVersionTable) -> Self {
+        Self::advertised_with(upstream, std::iter::empty())
+    }
+
+    /// Like [`ApiVersionTable::advertised`], plus further locally served APIs `(key, min, max)`.
+    pub fn advertised_with(
+        upstream: &ApiVersionTable,
+        local: impl IntoIterator<Item = (i16, i16, i16)>,
+    ) -> Self {
         let mut ranges = BTreeMap::new();
         for &(key, min, max) in LOCAL_APIS {
+            ranges.insert(key, (min, max));
+        }
+        for (key, min, max) in local {
             ranges.insert(key, (min, max));
         }
         for (&key, &(up_min, up_max)) in &upstream.ranges {

@@ -1,0 +1,436 @@
+//! KIP-554: DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), with Kafka's
+//! validation and error codes (kafka-security-semantics §3.6). The password never travels: the
+//! client sends the salted password and the host derives the stored and server keys.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::describe_user_scram_credentials_response::{
+    CredentialInfo, DescribeUserScramCredentialsResult,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsResponse, ApiKey, DescribeUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{LocalHandler, LocalRequest, LocalResponse};
+use crate::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+use crate::authorizer::{Action, Authorizer, Decision, RequestContext};
+use crate::credentials::ScramMechanism;
+use crate::errors::ErrorCode;
+use crate::protocol::api::{ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS};
+use crate::protocol::codec::encode_response;
+use crate::protocol::reader::{Malformed, Reader};
+
+/// One change to apply.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CredentialChange {
+    /// Set a credential from a client-salted password.
+    Upsert {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+        /// The iteration count.
+        iterations: u32,
+        /// The salt.
+        salt: Vec<u8>,
+        /// `Hi(password, salt, iterations)`, computed by the client.
+        salted_password: Vec<u8>,
+    },
+    /// Remove a credential.
+    Delete {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: ScramMechanism,
+    },
+}
+
+impl std::fmt::Debug for CredentialChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialChange::Upsert {
+                user,
+                mechanism,
+                iterations,
+                ..
+            } => f
+                .debug_struct("Upsert")
+                .field("user", user)
+                .field("mechanism", mechanism)
+                .field("iterations", iterations)
+                .finish_non_exhaustive(),
+            CredentialChange::Delete { user, mechanism } => f
+                .debug_struct("Delete")
+                .field("user", user)
+                .field("mechanism", mechanism)
+                .finish(),
+        }
+    }
+}
+
+/// The host side: reads and changes the stored credentials.
+pub trait CredentialAdmin: Send + Sync {
+    /// Every `(user, mechanism, iterations)` with a credential.
+    fn list(&self) -> Vec<(String, ScramMechanism, u32)>;
+    /// Applies the changes atomically and durably.
+    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String>;
+}
+
+/// Serves both KIP-554 APIs.
+#[derive(Clone)]
+pub struct ScramCredentialsApi {
+    admin: Arc<dyn CredentialAdmin>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    api_key: i16,
+}
+
+impl ScramCredentialsApi {
+    /// The two handlers, sharing the admin service. Without an authorizer every authenticated
+    /// principal may use them, as with a Kafka broker that has no `authorizer.class.name`.
+    pub fn handlers(
+        admin: Arc<dyn CredentialAdmin>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> [Arc<dyn LocalHandler>; 2] {
+        let describe = Self {
+            admin: admin.clone(),
+            authorizer: authorizer.clone(),
+            api_key: DESCRIBE_USER_SCRAM_CREDENTIALS,
+        };
+        let alter = Self {
+            admin,
+            authorizer,
+            api_key: ALTER_USER_SCRAM_CREDENTIALS,
+        };
+        [Arc::new(describe), Arc::new(alter)]
+    }
+
+    fn cluster_allowed(&self, request: &LocalRequest<'_>, operation: AclOperation) -> bool {
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let context = RequestContext::new(
+            request.session.principal.clone(),
+            request.client_address,
+            "",
+            request.header.api_key,
+            request.header.api_version,
+            request.header.correlation_id,
+        );
+        let action = Action::new(operation, ResourceType::Cluster, CLUSTER_NAME);
+        authorizer
+            .authorize(&context, &[action])
+            .first()
+            .is_some_and(|a| a.decision == Decision::Allowed)
+    }
+
+    fn describe(&self, request: &LocalRequest<'_>) -> LocalResponse {
+        let users = match decode_describe(request.body) {
+            Ok(users) => users,
+            Err(e) => return LocalResponse::Close(e.to_string()),
+        };
+        let mut response = DescribeUserScramCredentialsResponse::default();
+        if !self.cluster_allowed(request, AclOperation::Describe) {
+            response = response.with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
+        } else {
+            response = response.with_results(describe_results(&self.admin.list(), users));
+        }
+        respond(ApiKey::DescribeUserScramCredentials, request, &response)
+    }
+
+    fn alter(&self, request: &LocalRequest<'_>) -> LocalResponse {
+        let alterations = match decode_alter(request.body) {
+            Ok(a) => a,
+            Err(e) => return LocalResponse::Close(e.to_string()),
+        };
+        let results = if !self.cluster_allowed(request, AclOperation::Alter) {
+            alterations
+                .iter()
+                .map(|a| result(&a.user, ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None))
+                .collect()
+        } else {
+            self.apply(alterations)
+        };
+        let response = AlterUserScramCredentialsResponse::default().with_results(results);
+        respond(ApiKey::AlterUserScramCredentials, request, &response)
+    }
+
+    fn apply(&self, alterations: Vec<Alteration>) -> Vec<AlterUserScramCredentialsResult> {
+        let existing: HashMap<(String, ScramMechanism), u32> = self
+            .admin
+            .list()
+            .into_iter()
+            .map(|(u, m, i)| ((u, m), i))
+            .collect();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for a in &alterations {
+            *seen.entry(a.user.as_str()).or_default() += 1;
+        }
+        let mut outcomes: Vec<(String, Validated)> = Vec::new();
+        for a in &alterations {
+            let outcome = if seen.get(a.user.as_str()).copied().unwrap_or(0) > 1 {
+                Err((
+                    ErrorCode::DUPLICATE_RESOURCE,
+                    "A user credential cannot be altered twice in the same request",
+                ))
+            } else {
+                validate(a, &existing)
+            };
+            outcomes.push((a.user.clone(), outcome));
+        }
+        let changes: Vec<CredentialChange> = outcomes
+            .iter()
+            .filter_map(|(_, o)| o.as_ref().ok().cloned())
+            .collect();
+        let store_error = if changes.is_empty() {
+            None
+        } else {
+            self.admin.apply(&changes).err()
+        };
+        outcomes
+            .into_iter()
+            .map(|(user, outcome)| match (outcome, &store_error) {
+                (Err((code, message)), _) => result(&user, code, Some(message.to_owned())),
+                (Ok(_), Some(e)) => {
+                    tracing::warn!(error = %e, "storing SCRAM credential changes failed");
+                    result(
+                        &user,
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        Some("The credential store failed".into()),
+                    )
+                }
+                (Ok(_), None) => result(&user, ErrorCode::NONE, None),
+            })
+            .collect()
+    }
+}
+
+impl LocalHandler for ScramCredentialsApi {
+    fn api_key(&self) -> i16 {
+        self.api_key
+    }
+
+    fn versions(&self) -> (i16, i16) {
+        (0, 0)
+    }
+
+    fn handle(&self, request: &LocalRequest<'_>) -> LocalResponse {
+        if request.header.api_key == DESCRIBE_USER_SCRAM_CREDENTIALS {
+            self.describe(request)
+        } else {
+            self.alter(request)
+        }
+    }
+}
+
+/// A valid change, or the error code and message for the user.
+type Validated = Result<CredentialChange, (ErrorCode, &'static str)>;
+
+fn validate(a: &Alteration, existing: &HashMap<(String, ScramMechanism), u32>) -> Validated {
+    if a.user.is_empty() {
+        return Err((
+            ErrorCode::UNACCEPTABLE_CREDENTIAL,
+            "Username must not be empty",
+        ));
+    }
+    let mechanism = ScramMechanism::from_type_byte(a.mechanism).ok_or((
+        ErrorCode::UNSUPPORTED_SASL_MECHANISM,
+        "Unknown SCRAM mechanism",
+    ))?;
+    match &a.upsert {
+        None => {
+            if existing.contains_key(&(a.user.clone(), mechanism)) {
+                Ok(CredentialChange::Delete {
+                    user: a.user.clone(),
+                    mechanism,
+                })
+            } else {
+                Err((
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist",
+                ))
+            }
+        }
+        Some(u) => {
+            if u.iterations < ScramMechanism::MIN_ITERATIONS as i32 {
+                return Err((ErrorCode::UNACCEPTABLE_CREDENTIAL, "Too few iterations"));
+            }
+            if u.iterations > ScramMechanism::MAX_ITERATIONS as i32 {
+                return Err((ErrorCode::UNACCEPTABLE_CREDENTIAL, "Too many iterations"));
+            }
+            Ok(CredentialChange::Upsert {
+                user: a.user.clone(),
+                mechanism,
+                iterations: u.iterations as u32,
+                salt: u.salt.clone(),
+                salted_password: u.salted_password.clone(),
+            })
+        }
+    }
+}
+
+fn describe_results(
+    all: &[(String, ScramMechanism, u32)],
+    users: Option<Vec<String>>,
+) -> Vec<DescribeUserScramCredentialsResult> {
+    let mut by_user: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
+    for (user, mechanism, iterations) in all {
+        by_user.entry(user.as_str()).or_default().push(
+            CredentialInfo::default()
+                .with_mechanism(mechanism.type_byte())
+                .with_iterations(*iterations as i32),
+        );
+    }
+    let info = |user: &str, infos: Vec<CredentialInfo>| {
+        DescribeUserScramCredentialsResult::default()
+            .with_user(StrBytes::from_string(user.to_owned()))
+            .with_credential_infos(infos)
+    };
+    match users.filter(|u| !u.is_empty()) {
+        None => by_user
+            .into_iter()
+            .map(|(user, infos)| info(user, infos))
+            .collect(),
+        Some(requested) => {
+            let mut counts: HashMap<&str, usize> = HashMap::new();
+            for u in &requested {
+                *counts.entry(u.as_str()).or_default() += 1;
+            }
+            let mut reported_duplicate: std::collections::HashSet<&str> = Default::default();
+            let mut out = Vec::new();
+            for user in &requested {
+                if counts.get(user.as_str()).copied().unwrap_or(0) > 1 {
+                    if reported_duplicate.insert(user.as_str()) {
+                        out.push(describe_error(
+                            user,
+                            ErrorCode::DUPLICATE_RESOURCE,
+                            format!("Cannot describe SCRAM credentials for the same user twice in a single request: {user}"),
+                        ));
+                    }
+                    continue;
+                }
+                match by_user.get(user.as_str()) {
+                    Some(infos) => out.push(info(user, infos.clone())),
+                    None => out.push(describe_error(
+                        user,
+                        ErrorCode::RESOURCE_NOT_FOUND,
+                        format!(
+                            "Attempt to describe a user credential that does not exist: {user}"
+                        ),
+                    )),
+                }
+            }
+            out
+        }
+    }
+}
+
+fn describe_error(
+    user: &str,
+    code: ErrorCode,
+    message: String,
+) -> DescribeUserScramCredentialsResult {
+    DescribeUserScramCredentialsResult::default()
+        .with_user(StrBytes::from_string(user.to_owned()))
+        .with_error_code(code.0)
+        .with_error_message(Some(StrBytes::from_string(message)))
+}
+
+fn result(user: &str, code: ErrorCode, message: Option<String>) -> AlterUserScramCredentialsResult {
+    AlterUserScramCredentialsResult::default()
+        .with_user(StrBytes::from_string(user.to_owned()))
+        .with_error_code(code.0)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
+fn respond<T: kafka_protocol::protocol::Encodable>(
+    key: ApiKey,
+    request: &LocalRequest<'_>,
+    body: &T,
+) -> LocalResponse {
+    match encode_response(
+        key,
+        request.header.api_version,
+        request.header.correlation_id,
+        body,
+    ) {
+        Ok(bytes) => LocalResponse::Respond(bytes),
+        Err(e) => LocalResponse::Close(e.to_string()),
+    }
+}
+
+/// One alteration in request order (deletions first, then upsertions).
+#[derive(Debug)]
+struct Alteration {
+    user: String,
+    mechanism: i8,
+    upsert: Option<Upsert>,
+}
+
+#[derive(Debug)]
+struct Upsert {
+    iterations: i32,
+    salt: Vec<u8>,
+    salted_password: Vec<u8>,
+}
+
+/// DescribeUserScramCredentials v0 (flexible): `Users: [{Name}]`, nullable.
+fn decode_describe(body: &[u8]) -> Result<Option<Vec<String>>, Malformed> {
+    let mut r = Reader::new(body);
+    let users = match r.compact_array_len()? {
+        None => None,
+        Some(n) => {
+            let mut users = Vec::with_capacity(n);
+            for _ in 0..n {
+                users.push(r.compact_string()?);
+                r.skip_tagged_fields()?;
+            }
+            Some(users)
+        }
+    };
+    r.skip_tagged_fields()?;
+    r.finish()?;
+    Ok(users)
+}
+
+/// AlterUserScramCredentials v0 (flexible).
+fn decode_alter(body: &[u8]) -> Result<Vec<Alteration>, Malformed> {
+    let mut r = Reader::new(body);
+    let mut out = Vec::new();
+    for _ in 0..r.compact_array_len()?.unwrap_or(0) {
+        let user = r.compact_string()?;
+        let mechanism = r.i8()?;
+        r.skip_tagged_fields()?;
+        out.push(Alteration {
+            user,
+            mechanism,
+            upsert: None,
+        });
+    }
+    for _ in 0..r.compact_array_len()?.unwrap_or(0) {
+        let user = r.compact_string()?;
+        let mechanism = r.i8()?;
+        let iterations = r.i32()?;
+        let salt = r.compact_bytes()?.to_vec();
+        let salted_password = r.compact_bytes()?.to_vec();
+        r.skip_tagged_fields()?;
+        out.push(Alteration {
+            user,
+            mechanism,
+            upsert: Some(Upsert {
+                iterations,
+                salt,
+                salted_password,
+            }),
+        });
+    }
+    r.skip_tagged_fields()?;
+    r.finish()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
