@@ -39,9 +39,16 @@ const ADVERTISED_HOST: &str = "127.0.0.1";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn upstream_bootstrap() -> String {
-    match std::env::var("PORTCULLIS_TEST_KAFKA") {
-        Ok(address) if !address.is_empty() => address,
-        _ => panic!("PORTCULLIS_TEST_KAFKA must name the upstream Kafka's PLAINTEXT listener (host:port); {IGNORE}"),
+    required_env(
+        "PORTCULLIS_TEST_KAFKA",
+        "the upstream Kafka's PLAINTEXT listener (host:port)",
+    )
+}
+
+fn required_env(name: &str, what: &str) -> String {
+    match std::env::var(name) {
+        Ok(value) if !value.is_empty() => value,
+        _ => panic!("{name} must name {what}; {IGNORE}"),
     }
 }
 
@@ -218,8 +225,13 @@ struct Gateway {
 impl Gateway {
     /// Starts a server whose broker ports are free; `tls` adds a `[listener.tls]` table.
     async fn start(tls: Option<&str>) -> Self {
-        let upstream = upstream_bootstrap();
-        let port_base = free_port_base(&upstream).await;
+        let upstream = format!("bootstrap_servers = [\"{}\"]", upstream_bootstrap());
+        Self::start_with(tls, &upstream).await
+    }
+
+    /// Starts a server with this `[upstream]` table body (`connect_timeout_ms` is added).
+    async fn start_with(tls: Option<&str>, upstream: &str) -> Self {
+        let port_base = free_port_base(&upstream_bootstrap()).await;
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
             r#"
@@ -236,7 +248,7 @@ failed_authentication_delay_ms = 10
 {tls}
 
 [upstream]
-bootstrap_servers = ["{upstream}"]
+{upstream}
 connect_timeout_ms = 10000
 "#,
             data = dir.path().join("data").display(),
@@ -656,4 +668,39 @@ async fn required_client_certificates() {
         refused.expect_closed().await;
     }
     gateway.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A SASL upstream: Portcullis logs in with its own login module.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn forwarding_to_a_sasl_upstream_logs_in_with_the_login_module() {
+    let sasl = required_env(
+        "PORTCULLIS_TEST_KAFKA_SASL",
+        "the upstream Kafka's SASL_PLAINTEXT listener (host:port)",
+    );
+    let user = required_env("PORTCULLIS_TEST_KAFKA_SASL_USER", "a user of that listener");
+    let password = required_env(
+        "PORTCULLIS_TEST_KAFKA_SASL_PASSWORD",
+        "that user's password",
+    );
+    for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] {
+        let upstream = format!(
+            "bootstrap_servers = [\"{sasl}\"]\nsecurity_protocol = \"SASL_PLAINTEXT\"\n\
+             sasl_mechanism = \"{mechanism}\"\nusername = \"{user}\"\npassword = \"{password}\""
+        );
+        let gateway = Gateway::start_with(None, &upstream).await;
+        let mut client = gateway.client().await;
+        client.login().await;
+        let metadata = client.metadata(12).await;
+        assert!(!metadata.brokers.is_empty(), "{mechanism}");
+        // Through a broker port too: that upstream connection logs in as well.
+        let broker = metadata.brokers.first().unwrap();
+        let mut direct =
+            KafkaClient::connect((ADVERTISED_HOST, u16::try_from(broker.port).unwrap())).await;
+        direct.login().await;
+        assert!(!direct.metadata(12).await.brokers.is_empty(), "{mechanism}");
+        gateway.stop().await;
+    }
 }
