@@ -4,6 +4,7 @@
 //! applies Kafka's rules and answers. What it changes goes through a service trait the host
 //! implements (the store does the I/O), so the rules stay testable here without files or sockets.
 
+pub mod acls;
 pub mod scram_credentials;
 
 use std::net::IpAddr;

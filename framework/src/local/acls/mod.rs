@@ -1,0 +1,390 @@
+//! CreateAcls (30), DescribeAcls (29) and DeleteAcls (31), served from the configured authorizer's
+//! ACL store with Kafka's validation and error codes (kafka-security-semantics §6.5).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+};
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::{
+    ApiKey, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{LocalHandler, LocalRequest, LocalResponse};
+use crate::acl::{
+    AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
+    PatternType, PermissionType, ResourcePattern, ResourcePatternFilter, ResourceType,
+    CLUSTER_NAME,
+};
+use crate::authorizer::{AclAdminError, Action, Authorizer, Decision, RequestContext};
+use crate::errors::ErrorCode;
+use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
+use crate::protocol::codec::encode_response;
+use crate::protocol::reader::{Malformed, Reader};
+
+const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+
+/// The three ACL APIs.
+#[derive(Clone)]
+pub struct AclApis {
+    authorizer: Option<Arc<dyn Authorizer>>,
+    api_key: i16,
+}
+
+impl AclApis {
+    /// The handlers. Without an authorizer they answer SECURITY_DISABLED, as Kafka does.
+    pub fn handlers(authorizer: Option<Arc<dyn Authorizer>>) -> [Arc<dyn LocalHandler>; 3] {
+        [DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS].map(|api_key| {
+            Arc::new(AclApis {
+                authorizer: authorizer.clone(),
+                api_key,
+            }) as Arc<dyn LocalHandler>
+        })
+    }
+
+    fn cluster_allowed(
+        &self,
+        authorizer: &dyn Authorizer,
+        request: &LocalRequest<'_>,
+        operation: AclOperation,
+    ) -> bool {
+        let context = RequestContext::new(
+            request.session.principal.clone(),
+            request.client_address,
+            "",
+            request.header.api_key,
+            request.header.api_version,
+            request.header.correlation_id,
+        );
+        let action = Action::new(operation, ResourceType::Cluster, CLUSTER_NAME);
+        authorizer
+            .authorize(&context, &[action])
+            .first()
+            .is_some_and(|a| a.decision == Decision::Allowed)
+    }
+
+    fn describe(
+        &self,
+        request: &LocalRequest<'_>,
+        flexible: bool,
+    ) -> Result<DescribeAclsResponse, Malformed> {
+        let filter = read_filter(&mut body_reader(request), flexible, true)?;
+        let response = DescribeAclsResponse::default();
+        let Some(authorizer) = self.authorizer.as_deref() else {
+            return Ok(error_describe(
+                response,
+                ErrorCode::SECURITY_DISABLED,
+                NO_AUTHORIZER,
+            ));
+        };
+        let Some(filter) = filter else {
+            return Ok(error_describe(
+                response,
+                ErrorCode::INVALID_REQUEST,
+                "DescribeAclsRequest contains UNKNOWN elements",
+            ));
+        };
+        if !self.cluster_allowed(authorizer, request, AclOperation::Describe) {
+            return Ok(response.with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0));
+        }
+        let Some(admin) = authorizer.acl_admin() else {
+            return Ok(error_describe(
+                response,
+                ErrorCode::SECURITY_DISABLED,
+                NO_AUTHORIZER,
+            ));
+        };
+        Ok(response.with_resources(group_by_resource(admin.describe_acls(&filter))))
+    }
+
+    fn create(
+        &self,
+        request: &LocalRequest<'_>,
+        flexible: bool,
+    ) -> Result<CreateAclsResponse, Malformed> {
+        let mut r = body_reader(request);
+        let count = r.any_array_len(flexible)?.unwrap_or(0);
+        let mut creations = Vec::with_capacity(count);
+        for _ in 0..count {
+            let resource_type = ResourceType::from_code(r.i8()?);
+            let name = r.any_string(flexible)?;
+            let pattern_type = PatternType::from_code(r.i8()?);
+            let principal = r.any_string(flexible)?;
+            let host = r.any_string(flexible)?;
+            let operation = AclOperation::from_code(r.i8()?);
+            let permission = PermissionType::from_code(r.i8()?);
+            if flexible {
+                r.skip_tagged_fields()?;
+            }
+            creations.push(AclBinding {
+                pattern: ResourcePattern::new(resource_type, name, pattern_type),
+                entry: AccessControlEntry {
+                    principal,
+                    host,
+                    operation,
+                    permission,
+                },
+            });
+        }
+        finish(&mut r, flexible)?;
+        let each = |code: ErrorCode, message: Option<&str>| -> Vec<AclCreationResult> {
+            creations
+                .iter()
+                .map(|_| creation_result(code, message.map(str::to_owned)))
+                .collect()
+        };
+        let response = CreateAclsResponse::default();
+        let Some(authorizer) = self.authorizer.as_deref() else {
+            return Ok(
+                response.with_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER)))
+            );
+        };
+        if !self.cluster_allowed(authorizer, request, AclOperation::Alter) {
+            return Ok(response.with_results(each(ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None)));
+        }
+        let Some(admin) = authorizer.acl_admin() else {
+            return Ok(
+                response.with_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER)))
+            );
+        };
+        let results = admin
+            .create_acls(&creations)
+            .into_iter()
+            .map(|outcome| match outcome {
+                Ok(()) => creation_result(ErrorCode::NONE, None),
+                Err(e) => creation_result(error_code(&e), Some(e.to_string())),
+            })
+            .collect();
+        Ok(response.with_results(results))
+    }
+
+    fn delete(
+        &self,
+        request: &LocalRequest<'_>,
+        flexible: bool,
+    ) -> Result<DeleteAclsResponse, Malformed> {
+        let mut r = body_reader(request);
+        let count = r.any_array_len(flexible)?.unwrap_or(0);
+        let mut filters = Vec::with_capacity(count);
+        for _ in 0..count {
+            filters.push(read_filter(&mut r, flexible, false)?);
+        }
+        finish(&mut r, flexible)?;
+        let each = |code: ErrorCode, message: Option<&str>| -> Vec<DeleteAclsFilterResult> {
+            filters
+                .iter()
+                .map(|_| filter_error(code, message))
+                .collect()
+        };
+        let response = DeleteAclsResponse::default();
+        let Some(authorizer) = self.authorizer.as_deref() else {
+            return Ok(response
+                .with_filter_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER))));
+        };
+        if filters.iter().any(Option::is_none) {
+            return Ok(response.with_filter_results(each(
+                ErrorCode::INVALID_REQUEST,
+                Some("DeleteAclsRequest contains UNKNOWN elements"),
+            )));
+        }
+        if !self.cluster_allowed(authorizer, request, AclOperation::Alter) {
+            return Ok(
+                response.with_filter_results(each(ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None))
+            );
+        }
+        let Some(admin) = authorizer.acl_admin() else {
+            return Ok(response
+                .with_filter_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER))));
+        };
+        let filters: Vec<AclBindingFilter> = filters.into_iter().flatten().collect();
+        let results = match admin.delete_acls(&filters) {
+            Ok(per_filter) => per_filter
+                .into_iter()
+                .map(|deleted| {
+                    DeleteAclsFilterResult::default()
+                        .with_matching_acls(deleted.iter().map(matching_acl).collect())
+                })
+                .collect(),
+            Err(e) => filters
+                .iter()
+                .map(|_| filter_error(error_code(&e), Some(&e.to_string())))
+                .collect(),
+        };
+        Ok(response.with_filter_results(results))
+    }
+}
+
+impl LocalHandler for AclApis {
+    fn api_key(&self) -> i16 {
+        self.api_key
+    }
+
+    fn versions(&self) -> (i16, i16) {
+        // Kafka 4 removed v0 of the ACL APIs (KIP-896).
+        (1, 3)
+    }
+
+    fn handle(&self, request: &LocalRequest<'_>) -> LocalResponse {
+        let version = request.header.api_version;
+        let flexible = version >= 2;
+        let encoded = match self.api_key {
+            DESCRIBE_ACLS => self
+                .describe(request, flexible)
+                .map(|b| encode(ApiKey::DescribeAcls, request, &b)),
+            CREATE_ACLS => self
+                .create(request, flexible)
+                .map(|b| encode(ApiKey::CreateAcls, request, &b)),
+            _ => self
+                .delete(request, flexible)
+                .map(|b| encode(ApiKey::DeleteAcls, request, &b)),
+        };
+        match encoded {
+            Ok(response) => response,
+            Err(e) => LocalResponse::Close(e.to_string()),
+        }
+    }
+}
+
+fn body_reader<'a>(request: &LocalRequest<'a>) -> Reader<'a> {
+    Reader::new(request.body)
+}
+
+fn finish(r: &mut Reader<'_>, flexible: bool) -> Result<(), Malformed> {
+    if flexible {
+        r.skip_tagged_fields()?;
+    }
+    r.finish()
+}
+
+/// Reads one ACL filter. `None` when it contains an UNKNOWN element (Kafka rejects the request).
+fn read_filter(
+    r: &mut Reader<'_>,
+    flexible: bool,
+    top_level: bool,
+) -> Result<Option<AclBindingFilter>, Malformed> {
+    let resource_type = ResourceType::from_code(r.i8()?);
+    let name = r.any_nullable_string(flexible)?;
+    let pattern_type = PatternType::from_code(r.i8()?);
+    let principal = r.any_nullable_string(flexible)?;
+    let host = r.any_nullable_string(flexible)?;
+    let operation = AclOperation::from_code(r.i8()?);
+    let permission = PermissionType::from_code(r.i8()?);
+    if flexible {
+        if top_level {
+            r.skip_tagged_fields()?;
+            r.finish()?;
+        } else {
+            r.skip_tagged_fields()?;
+        }
+    } else if top_level {
+        r.finish()?;
+    }
+    let unknown = resource_type == ResourceType::Unknown
+        || pattern_type == PatternType::Unknown
+        || operation == AclOperation::Unknown
+        || permission == PermissionType::Unknown;
+    if unknown {
+        return Ok(None);
+    }
+    Ok(Some(AclBindingFilter {
+        pattern: ResourcePatternFilter {
+            resource_type,
+            name,
+            pattern_type,
+        },
+        entry: AccessControlEntryFilter {
+            principal,
+            host,
+            operation,
+            permission,
+        },
+    }))
+}
+
+fn group_by_resource(mut bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
+    bindings.sort();
+    let mut out: Vec<DescribeAclsResource> = Vec::new();
+    let mut current: Option<ResourcePattern> = None;
+    for b in bindings {
+        let acl = AclDescription::default()
+            .with_principal(StrBytes::from_string(b.entry.principal))
+            .with_host(StrBytes::from_string(b.entry.host))
+            .with_operation(b.entry.operation.code())
+            .with_permission_type(b.entry.permission.code());
+        if current.as_ref() != Some(&b.pattern) {
+            out.push(
+                DescribeAclsResource::default()
+                    .with_resource_type(b.pattern.resource_type.code())
+                    .with_resource_name(StrBytes::from_string(b.pattern.name.clone()))
+                    .with_pattern_type(b.pattern.pattern_type.code()),
+            );
+            current = Some(b.pattern);
+        }
+        if let Some(last) = out.last_mut() {
+            last.acls.push(acl);
+        }
+    }
+    out
+}
+
+fn matching_acl(b: &AclBinding) -> DeleteAclsMatchingAcl {
+    DeleteAclsMatchingAcl::default()
+        .with_resource_type(b.pattern.resource_type.code())
+        .with_resource_name(StrBytes::from_string(b.pattern.name.clone()))
+        .with_pattern_type(b.pattern.pattern_type.code())
+        .with_principal(StrBytes::from_string(b.entry.principal.clone()))
+        .with_host(StrBytes::from_string(b.entry.host.clone()))
+        .with_operation(b.entry.operation.code())
+        .with_permission_type(b.entry.permission.code())
+}
+
+fn error_describe(
+    response: DescribeAclsResponse,
+    code: ErrorCode,
+    message: &str,
+) -> DescribeAclsResponse {
+    response
+        .with_error_code(code.0)
+        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+}
+
+fn creation_result(code: ErrorCode, message: Option<String>) -> AclCreationResult {
+    AclCreationResult::default()
+        .with_error_code(code.0)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
+fn filter_error(code: ErrorCode, message: Option<&str>) -> DeleteAclsFilterResult {
+    DeleteAclsFilterResult::default()
+        .with_error_code(code.0)
+        .with_error_message(message.map(|m| StrBytes::from_string(m.to_owned())))
+}
+
+fn error_code(e: &AclAdminError) -> ErrorCode {
+    match e {
+        AclAdminError::Invalid(_) => ErrorCode::INVALID_REQUEST,
+        _ => ErrorCode::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+fn encode<T: kafka_protocol::protocol::Encodable>(
+    key: ApiKey,
+    request: &LocalRequest<'_>,
+    body: &T,
+) -> LocalResponse {
+    match encode_response(
+        key,
+        request.header.api_version,
+        request.header.correlation_id,
+        body,
+    ) {
+        Ok(bytes) => LocalResponse::Respond(bytes),
+        Err(e) => LocalResponse::Close(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
