@@ -70,6 +70,7 @@ pub enum ParseError {
 
 /// A parsed client-first-message.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientFirst {
     /// The gs2 header as received (`n,,` or `n,a=<authzid>,`); the client must echo it in `c=`.
     pub gs2_header: String,
@@ -97,6 +98,7 @@ impl ClientFirst {
 
 /// A parsed client-final-message.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientFinal {
     /// The decoded `c=` value: the gs2 header (no channel-binding data is supported).
     pub channel_binding: Vec<u8>,
@@ -110,6 +112,7 @@ pub struct ClientFinal {
 
 /// A parsed server-first-message (client side).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerFirst {
     /// The combined nonce.
     pub nonce: String,
@@ -121,6 +124,7 @@ pub struct ServerFirst {
 
 /// A parsed server-final-message (client side).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerFinal {
     /// `v=`: the decoded ServerSignature.
     Verifier(Vec<u8>),
