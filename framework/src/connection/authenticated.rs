@@ -22,6 +22,14 @@ pub(super) fn on_request(
     frame: Bytes,
     now_ms: i64,
 ) -> Transition {
+    // KIP-511: an ApiVersions newer than ours (Java clients send their latest after
+    // authenticating) gets a v0 UNSUPPORTED_VERSION answer so the client retries with one we
+    // speak. Its header cannot be parsed first: kafka-protocol refuses versions it does not know.
+    if let Ok((API_VERSIONS, version, correlation_id)) = header::peek_ids(&frame) {
+        if version > responses::API_VERSIONS_MAX {
+            return respond(session, responses::api_versions_unsupported(correlation_id));
+        }
+    }
     let header = match header::parse(&frame) {
         Ok(h) => h,
         // Kafka closes a connection whose request it cannot parse.

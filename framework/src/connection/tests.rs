@@ -311,6 +311,20 @@ fn unknown_api_versions_version_gets_unsupported_version_at_v0() {
 }
 
 #[test]
+fn a_newer_api_versions_after_authentication_gets_unsupported_version() {
+    let mut c = authenticated();
+    let frame = Bytes::from_static(&[0, 18, 0, 99, 0, 0, 0, 6, 0, 0]);
+    let (cid, body): (_, ApiVersionsResponse) = response(
+        ApiKey::ApiVersions,
+        0,
+        &single_response(c.handle_frame(frame, 0)),
+    );
+    assert_eq!(cid, 6);
+    assert_eq!(body.error_code, 35);
+    assert!(c.session().is_some(), "the connection stays open for the retry");
+}
+
+#[test]
 fn a_non_authenticate_request_during_the_exchange_fails() {
     let (mut c, _) = conn();
     let _ = handshake(&mut c, 1, "TEST");
