@@ -11,10 +11,18 @@
 # After kafka_start these are exported:
 #   KAFKA_BOOTSTRAP        127.0.0.1:<port>  PLAINTEXT listener (Portcullis' upstream; no authorizer)
 #   KAFKA_SASL_BOOTSTRAP   127.0.0.1:<port>  SASL_PLAINTEXT listener: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN
+#   KAFKA_SASL_REAUTH_BOOTSTRAP  127.0.0.1:<port>  a second SASL_PLAINTEXT listener (named REAUTH), the
+#                          same mechanisms and users, with connections.max.reauth.ms=$KAFKA_REAUTH_MS
+#                          (KIP-368 re-authentication tests); empty when KAFKA_REAUTH_MS=0
 #   KAFKA_CONTROLLER_PORT  the CONTROLLER listener's port
 #   KAFKA_PID, KAFKA_RUN_DIR, KAFKA_LOG
 #   KAFKA_SASL_USER / KAFKA_SASL_PASSWORD  a user known to every mechanism of the SASL listener
 #   KAFKA_ADMIN_USER / KAFKA_ADMIN_PASSWORD the same for an admin user
+#   KAFKA_ACL_USERS        "user:password ..." SCRAM users with no rights of their own (differential
+#                          authorization tests, tests/differential)
+# The broker runs StandardAuthorizer (allow.everyone.if.no.acl.found=false) with super users admin,
+# ANONYMOUS (the PLAINTEXT and CONTROLLER listeners, so Portcullis' upstream keeps every right) and
+# KAFKA_SASL_USER (the client suite's user when it runs straight against Kafka).
 # Ports are chosen free at run time, so parallel runs never collide.
 
 # shellcheck source=common.sh
@@ -25,13 +33,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 : "${KAFKA_SASL_PASSWORD:=alice-secret}"
 : "${KAFKA_ADMIN_USER:=admin}"
 : "${KAFKA_ADMIN_PASSWORD:=admin-secret}"
-export KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD
+: "${KAFKA_ACL_USERS:=bob:bob-secret carol:carol-secret dave:dave-secret}"
+export KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS
 
 # In Kafka 4.4 the storage tool is still the Scala object in kafka_2.13 (checked with `unzip -l`:
 # kafka/tools/StorageTool.class; org.apache.kafka.tools has no StorageTool).
 KAFKA_STORAGE_TOOL_CLASS=kafka.tools.StorageTool
 : "${KAFKA_HEAP_OPTS:=-Xms256m -Xmx768m}"
 : "${KAFKA_START_TIMEOUT:=90}"
+# Session lifetime on the REAUTH listener; 0 leaves the listener out.
+: "${KAFKA_REAUTH_MS:=5000}"
 
 kafka_java() {
   # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
@@ -49,7 +60,14 @@ kafka_dump_log() {
 }
 
 kafka_write_config() {
-  local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3
+  local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 reauth_port=${4:-}
+  # The optional REAUTH listener: a SASL_PLAINTEXT listener of its own, so its session lifetime
+  # leaves the main SASL listener's behaviour alone.
+  local reauth_listener='' reauth_map=''
+  if [[ -n $reauth_port ]]; then
+    reauth_listener=",REAUTH://127.0.0.1:$reauth_port"
+    reauth_map=",REAUTH:SASL_PLAINTEXT"
+  fi
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
 appender.console.type = Console
@@ -69,12 +87,15 @@ PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$ctl_port
-listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,CONTROLLER://127.0.0.1:$ctl_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,CONTROLLER://127.0.0.1:$ctl_port$reauth_listener
+advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port$reauth_listener
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT$reauth_map
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER}
+allow.everyone.if.no.acl.found=false
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
@@ -94,6 +115,14 @@ num.network.threads=2
 num.io.threads=4
 log.segment.bytes=67108864
 PROPS
+  if [[ -n $reauth_port ]]; then
+    cat >>"$dir/server.properties" <<PROPS
+listener.name.reauth.connections.max.reauth.ms=$KAFKA_REAUTH_MS
+listener.name.reauth.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.reauth.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.reauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
+PROPS
+  fi
 }
 
 kafka_start() {
@@ -105,11 +134,12 @@ kafka_start() {
   KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
   export KAFKA_RUN_DIR KAFKA_LOG
 
-  local ports plain_port sasl_port ctl_port
-  mapfile -t ports < <(free_ports 3)
-  ((${#ports[@]} == 3)) || die "could not pick free ports"
+  local ports plain_port sasl_port ctl_port reauth_port=''
+  mapfile -t ports < <(free_ports 4)
+  ((${#ports[@]} == 4)) || die "could not pick free ports"
   plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]}
-  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port"
+  if ((KAFKA_REAUTH_MS > 0)); then reauth_port=${ports[3]}; fi
+  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$reauth_port"
 
   # A KRaft cluster id is a base64url (unpadded) 16-byte UUID; making it here saves a JVM start. One
   # that starts with '-' would be read as an option by the storage tool's argument parser.
@@ -123,9 +153,10 @@ while True:
         break')
 
   log "formatting Kafka storage in $KAFKA_RUN_DIR/data (cluster $cluster_id)"
-  local scram=() mech user pass
+  local scram=() mech user pass acl_users
+  read -r -a acl_users <<<"$KAFKA_ACL_USERS"
   for mech in SCRAM-SHA-512 SCRAM-SHA-256; do
-    for user in "$KAFKA_ADMIN_USER:$KAFKA_ADMIN_PASSWORD" "$KAFKA_SASL_USER:$KAFKA_SASL_PASSWORD"; do
+    for user in "$KAFKA_ADMIN_USER:$KAFKA_ADMIN_PASSWORD" "$KAFKA_SASL_USER:$KAFKA_SASL_PASSWORD" "${acl_users[@]}"; do
       pass=${user#*:}
       scram+=(--add-scram "$mech=[name=${user%%:*},password=$pass]")
     done
@@ -136,17 +167,19 @@ while True:
     die "Kafka storage format failed"
   fi
 
-  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port"
+  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}"
   kafka_java kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
   export KAFKA_PID
   export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
   export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
   export KAFKA_CONTROLLER_PORT=$ctl_port
+  export KAFKA_SASL_REAUTH_BOOTSTRAP=${reauth_port:+127.0.0.1:$reauth_port}
 
   local started=$SECONDS
   if ! wait_for_port 127.0.0.1 "$plain_port" "$KAFKA_START_TIMEOUT" "$KAFKA_PID" ||
-    ! wait_for_port 127.0.0.1 "$sasl_port" 10 "$KAFKA_PID"; then
+    ! wait_for_port 127.0.0.1 "$sasl_port" 10 "$KAFKA_PID" ||
+    { [[ -n $reauth_port ]] && ! wait_for_port 127.0.0.1 "$reauth_port" 10 "$KAFKA_PID"; }; then
     kafka_dump_log
     kafka_stop
     die "Kafka did not open its ports"
@@ -175,8 +208,8 @@ kafka_stop() {
 kafka_env_file() {
   local f=${1:?kafka_env_file FILE}
   {
-    for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
-      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD; do
+    for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_SASL_REAUTH_BOOTSTRAP KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
+      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS; do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$f"
