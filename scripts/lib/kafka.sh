@@ -44,11 +44,14 @@ KAFKA_STORAGE_TOOL_CLASS=kafka.tools.StorageTool
 # Session lifetime on the REAUTH listener; 0 leaves the listener out.
 : "${KAFKA_REAUTH_MS:=5000}"
 
-kafka_java() {
-  # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
-  java $KAFKA_HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$KAFKA_RUN_DIR/log4j2.properties" \
-    -cp "$KAFKA_LIB/*" "$@"
+# Sets KAFKA_JAVA to the JVM command line (an array, so `"${KAFKA_JAVA[@]}" ... &` makes $! the JVM's
+# own pid: a shell function run in the background would put a subshell between us and the JVM, and
+# stopping the subshell would orphan the broker).
+kafka_java_cmd() {
+  local heap
+  read -r -a heap <<<"$KAFKA_HEAP_OPTS"
+  KAFKA_JAVA=(java "${heap[@]}" -XX:+UseG1GC -Djava.awt.headless=true
+    "-Dlog4j2.configurationFile=$KAFKA_RUN_DIR/log4j2.properties" -cp "$KAFKA_LIB/*")
 }
 
 kafka_dump_log() {
@@ -161,14 +164,15 @@ while True:
       scram+=(--add-scram "$mech=[name=${user%%:*},password=$pass]")
     done
   done
-  if ! kafka_java "$KAFKA_STORAGE_TOOL_CLASS" format -t "$cluster_id" -c "$KAFKA_RUN_DIR/server.properties" \
+  kafka_java_cmd
+  if ! "${KAFKA_JAVA[@]}" "$KAFKA_STORAGE_TOOL_CLASS" format -t "$cluster_id" -c "$KAFKA_RUN_DIR/server.properties" \
     "${scram[@]}" >"$KAFKA_RUN_DIR/format.log" 2>&1; then
     cat "$KAFKA_RUN_DIR/format.log" >&2
     die "Kafka storage format failed"
   fi
 
   log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}"
-  kafka_java kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >"$KAFKA_LOG" 2>&1 &
+  "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
   export KAFKA_PID
   export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"

@@ -124,13 +124,26 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+LOG_OFFSETS = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    # Remember where each Portcullis log ended, so a failure shows only what this test caused.
+    item.stash[LOG_OFFSETS] = {p: p.log_size() for p in PortcullisProcess.started}
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed:
+        offsets = item.stash.get(LOG_OFFSETS, {})
         for proc in PortcullisProcess.started:
-            report.sections.append((f"portcullis[{proc.name}] log tail", proc.log_tail(60)))
+            text = proc.log_since(offsets.get(proc, 0), 80)
+            if text:
+                report.sections.append((f"portcullis[{proc.name}] log during this test", text))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,6 +304,24 @@ class PortcullisProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
         return self.proc.returncode
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, offset: int, lines: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+        kept = text.splitlines()
+        if len(kept) > lines:
+            kept = [f"... {len(kept) - lines} earlier lines in {self.log_path}"] + kept[-lines:]
+        return "\n".join(kept)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

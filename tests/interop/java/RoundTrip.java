@@ -83,7 +83,7 @@ public final class RoundTrip {
         long t0 = System.nanoTime();
         try (Admin admin = Admin.create(base)) {
             try {
-                admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(60, TimeUnit.SECONDS);
+                admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(30, TimeUnit.SECONDS);
             } catch (ExecutionException e) {
                 if (!(e.getCause() instanceof TopicExistsException)) {
                     throw e;

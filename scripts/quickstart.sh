@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Portcullis in five minutes: builds portcullis, starts a local Apache Kafka 4.4 and one Portcullis
+# node in front of it (examples/quickstart.toml), adds a SCRAM user, then produces and consumes a few
+# messages with kcat over SASL_PLAINTEXT SCRAM-SHA-512 *through Portcullis*, and prints the commands
+# to do the same by hand. Everything stays up until Ctrl-C.
+#
+# Usage: scripts/quickstart.sh [--exit]
+#   --exit   stop everything after the demo (the default when CI is set)
+# Ports are chosen free at run time; nothing is written outside a temporary run directory and
+# $PORTCULLIS_CACHE (default ~/.cache/portcullis: Kafka jars, Python venv).
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=lib/common.sh
+source scripts/lib/common.sh
+# shellcheck source=lib/kafka-deps.sh
+source scripts/lib/kafka-deps.sh
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
+# shellcheck source=lib/kafka.sh
+source scripts/lib/kafka.sh
+# shellcheck source=lib/kcat.sh
+source scripts/lib/kcat.sh
+
+exit_after_demo=0
+[[ -n "${CI:-}" ]] && exit_after_demo=1
+case "${1:-}" in
+  --exit) exit_after_demo=1 ;;
+  "") ;;
+  -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+  *) die "unknown argument: $1 (see --help)" ;;
+esac
+
+CONFIG=examples/quickstart.toml
+USER_NAME=alice
+USER_PASSWORD=quickstart-secret
+TOPIC=quickstart
+RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-quickstart.XXXXXX")
+PORTCULLIS_PID=
+ok=0
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n "$PORTCULLIS_PID" ]]; then
+    log "stopping Portcullis (pid $PORTCULLIS_PID)"
+    stop_pid "$PORTCULLIS_PID" 15
+  fi
+  log "stopping Kafka"
+  kafka_stop
+  if ((ok)); then
+    rm -rf "$RUN_DIR"
+  else
+    kafka_dump_log 60
+    if [[ -f "$RUN_DIR/portcullis.log" ]]; then
+      log "---- $RUN_DIR/portcullis.log ----"
+      tail -n 60 "$RUN_DIR/portcullis.log" >&2
+    fi
+    log "quickstart failed; logs kept in $RUN_DIR"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'ok=1; exit 0' INT TERM # Ctrl-C after the demo is the normal way out
+
+log "checking tools (kcat, Kafka jars, Python venv)"
+require_tools cargo java mvn python3
+ensure_kcat
+ensure_kafka_deps
+ensure_venv
+kcat_prepare_scram
+
+log "building portcullis"
+cargo build -q -p portcullis-host
+BIN="$(cargo_target_dir)/debug/portcullis"
+[[ -x "$BIN" ]] || die "no portcullis binary at $BIN"
+
+kafka_start "$RUN_DIR/kafka"
+
+# Free ports for Portcullis: the bootstrap listener and broker 1's port (broker_port_base + 1).
+mapfile -t ports < <(free_ports 2)
+LISTENER_PORT=${ports[0]}
+BROKER_PORT=${ports[1]}
+# The file's values are the documented defaults; these overrides move them out of the way.
+export PORTCULLIS_NODE__DATA_DIR="$RUN_DIR/data"
+export PORTCULLIS_PLUGINS__DIR="$RUN_DIR/plugins"
+export PORTCULLIS_LISTENER__ADDRESS="127.0.0.1:$LISTENER_PORT"
+export PORTCULLIS_LISTENER__BROKER_PORT_BASE=$((BROKER_PORT - 1))
+export PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS="[$KAFKA_BOOTSTRAP]"
+BOOTSTRAP="127.0.0.1:$LISTENER_PORT"
+
+"$BIN" check-config --config "$CONFIG"
+
+# `scram add` works offline on the node's data dir (and locks it), so it runs before `serve`.
+log "adding SCRAM-SHA-512 user $USER_NAME"
+printf '%s\n' "$USER_PASSWORD" |
+  "$BIN" scram add --config "$CONFIG" --user "$USER_NAME" --mechanism SCRAM-SHA-512 --password-stdin
+
+log "starting Portcullis on $BOOTSTRAP (broker 1 at 127.0.0.1:$BROKER_PORT), upstream Kafka $KAFKA_BOOTSTRAP"
+RUST_LOG=${RUST_LOG:-info} "$BIN" serve --config "$CONFIG" >"$RUN_DIR/portcullis.log" 2>&1 &
+PORTCULLIS_PID=$!
+wait_for_port 127.0.0.1 "$LISTENER_PORT" 30 "$PORTCULLIS_PID" || die "Portcullis did not start"
+wait_for_port 127.0.0.1 "$BROKER_PORT" 30 "$PORTCULLIS_PID" || die "Portcullis did not open broker 1's port"
+
+SASL=(-X security.protocol=SASL_PLAINTEXT -X sasl.mechanism=SCRAM-SHA-512
+  -X "sasl.username=$USER_NAME" -X "sasl.password=$USER_PASSWORD")
+
+echo
+log "metadata through Portcullis (broker addresses are Portcullis' own):"
+kcat_scram -L -b "$BOOTSTRAP" "${SASL[@]}" -m 15 2>&1 | sed 's/^/    /' || true
+
+log "producing 5 messages to '$TOPIC' through Portcullis"
+for i in 1 2 3 4 5; do echo "hello from portcullis #$i"; done |
+  kcat_scram -P -b "$BOOTSTRAP" "${SASL[@]}" -t "$TOPIC" -X topic.acks=all
+
+log "consuming them back through Portcullis"
+consumed=$(kcat_scram -C -b "$BOOTSTRAP" "${SASL[@]}" -t "$TOPIC" -o beginning -e -c 5 -q)
+printf '%s\n' "$consumed" | sed 's/^/    /'
+[[ $(printf '%s\n' "$consumed" | grep -c '^hello from portcullis #') -eq 5 ]] ||
+  die "expected 5 messages back, got: $consumed"
+
+log "a wrong password is refused:"
+if kcat_scram -L -b "$BOOTSTRAP" -X security.protocol=SASL_PLAINTEXT -X sasl.mechanism=SCRAM-SHA-512 \
+  -X "sasl.username=$USER_NAME" -X sasl.password=wrong -m 3 >/dev/null 2>"$RUN_DIR/wrong.txt"; then
+  die "a wrong password was accepted"
+fi
+grep -m 1 -o 'SASL authentication error: [^(]*' "$RUN_DIR/wrong.txt" | sed 's/^/    /' || true
+
+kcat_env=""
+[[ -n "$KCAT_LD_LIBRARY_PATH" ]] && kcat_env="LD_LIBRARY_PATH=$KCAT_LD_LIBRARY_PATH "
+cat <<EOT
+
+================================ Portcullis quickstart ================================
+Kafka $KAFKA_VERSION (PLAINTEXT $KAFKA_BOOTSTRAP) is running behind Portcullis on $BOOTSTRAP.
+Portcullis log: $RUN_DIR/portcullis.log
+
+Try it yourself from another terminal:
+
+  # SCRAM-SHA-512 as $USER_NAME through Portcullis
+  ${kcat_env}kcat -L -b $BOOTSTRAP -X security.protocol=SASL_PLAINTEXT -X sasl.mechanism=SCRAM-SHA-512 \\
+      -X sasl.username=$USER_NAME -X sasl.password=$USER_PASSWORD
+  echo 'my message' | ${kcat_env}kcat -P -b $BOOTSTRAP -t $TOPIC -X security.protocol=SASL_PLAINTEXT \\
+      -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=$USER_NAME -X sasl.password=$USER_PASSWORD
+  ${kcat_env}kcat -C -b $BOOTSTRAP -t $TOPIC -o beginning -e -X security.protocol=SASL_PLAINTEXT \\
+      -X sasl.mechanism=SCRAM-SHA-512 -X sasl.username=$USER_NAME -X sasl.password=$USER_PASSWORD
+EOT
+if [[ -n "$kcat_env" ]]; then
+  cat <<EOT
+  (LD_LIBRARY_PATH: your kcat's librdkafka is older than 2.6.1, whose SCRAM Kafka 4.x and
+   Portcullis refuse; this runs the same kcat on the newer librdkafka from the test venv.)
+EOT
+fi
+cat <<EOT
+
+To run a node like this one yourself, against your own Kafka (stop this script first):
+
+  cargo build -p portcullis-host
+  # the file's defaults: listener 127.0.0.1:9192, brokers at 9200+N, Kafka at 127.0.0.1:9092,
+  # data in ./data; override any of them, as this run did, e.g.:
+  export PORTCULLIS_LISTENER__ADDRESS=$PORTCULLIS_LISTENER__ADDRESS
+  export PORTCULLIS_LISTENER__BROKER_PORT_BASE=$PORTCULLIS_LISTENER__BROKER_PORT_BASE
+  export PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS='$PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS'
+  export PORTCULLIS_NODE__DATA_DIR=$PORTCULLIS_NODE__DATA_DIR
+  export PORTCULLIS_PLUGINS__DIR=$PORTCULLIS_PLUGINS__DIR
+  printf '%s\\n' '$USER_PASSWORD' | target/debug/portcullis scram add --config $CONFIG \\
+      --user $USER_NAME --mechanism SCRAM-SHA-512 --password-stdin
+  target/debug/portcullis serve --config $CONFIG
+=======================================================================================
+EOT
+
+if ((exit_after_demo)); then
+  ok=1
+  log "demo done (--exit); stopping"
+  exit 0
+fi
+log "running; press Ctrl-C to stop Kafka and Portcullis"
+ok=1
+wait "$PORTCULLIS_PID" || true
+ok=0
+die "Portcullis exited unexpectedly"

@@ -1,0 +1,297 @@
+"""Shared pieces of the KIP-368 re-authentication tests (test_reauth.py, test_upstream_reauth.py).
+
+- `start_portcullis`: a dedicated Portcullis with extra config (re-authentication, a metrics
+  snapshot file, an upstream of the test's choice), started and stopped through the session's
+  `launcher` like every other instance.
+- `read_metrics` / `wait_metrics`: the `[metrics] snapshot_file` JSON counters.
+- `ConnectionTracker`: which TCP connections a process holds, sampled from /proc, so a test can
+  tell how many connections a client opened and how long each one lived without trusting the
+  process under test to report it.
+- `ReauthConn`: the raw-wire client of kafka_wire.py plus SaslAuthenticate v1 (which carries
+  SessionLifetimeMs) and a PLAIN login that can be repeated on the same connection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conftest import PORTCULLIS_USERS, Launcher, PortcullisProcess
+from kafka_wire import (API_SASL_AUTHENTICATE, ERROR_NONE, Conn, byte_array, plain_token)
+
+ERROR_ILLEGAL_SASL_STATE = 34
+
+# The counters every metrics snapshot must carry.
+METRIC_NAMES = (
+    "successful_authentication",
+    "failed_authentication",
+    "successful_reauthentication",
+    "failed_reauthentication",
+    "expired_connections_killed",
+    "revoked_connections_closed",
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# A Portcullis with extra configuration
+
+
+def reauth_kafka_bootstrap() -> str:
+    """Kafka's REAUTH listener (scripts/lib/kafka.sh: SASL_PLAINTEXT, connections.max.reauth.ms)."""
+    addr = os.environ.get("KAFKA_SASL_REAUTH_BOOTSTRAP")
+    if not addr:
+        raise RuntimeError(
+            "KAFKA_SASL_REAUTH_BOOTSTRAP is not set: the suite's Kafka must be started by "
+            "scripts/lib/kafka.sh with KAFKA_REAUTH_MS > 0 (the default)"
+        )
+    return addr
+
+
+def start_portcullis(
+    launcher: Launcher,
+    name: str,
+    *,
+    listener: dict[str, int | str] | None = None,
+    reauth_ms_by_mechanism: dict[str, int] | None = None,
+    metrics_interval_ms: int = 500,
+    upstream: dict[str, object] | None = None,
+) -> tuple[PortcullisProcess, Path]:
+    """Starts a Portcullis like `launcher.start(name)` (same users, PLAINTEXT upstream unless
+    `upstream` replaces the `[upstream]` table), with `listener` keys added to `[listener]`, an
+    optional `[listener.connections_max_reauth_ms_by_mechanism]` table and a metrics snapshot file.
+    Returns the process and the snapshot file's path."""
+    workdir = launcher.run_dir / f"portcullis-{name}"
+    workdir.mkdir(parents=True, exist_ok=False)
+    plugin_dir = workdir / "plugins"
+    plugin_dir.mkdir()
+    metrics_file = workdir / "metrics.json"
+    if upstream is None:
+        upstream = {"bootstrap_servers": [launcher.kafka["KAFKA_BOOTSTRAP"]], "security_protocol": "PLAINTEXT"}
+    p = PortcullisProcess(launcher.binary, workdir, name)
+    p.write_config(upstream=upstream, tls=None, plugin_dir=plugin_dir)
+    text = p.config.read_text()
+    extra = "".join(f"{k} = {_toml(v)}\n" for k, v in (listener or {}).items())
+    if text.count("\n[listener]\n") != 1:
+        raise RuntimeError(f"unexpected config layout in {p.config}")
+    text = text.replace("\n[listener]\n", "\n[listener]\n" + extra, 1)
+    if reauth_ms_by_mechanism:
+        text += "\n[listener.connections_max_reauth_ms_by_mechanism]\n"
+        text += "".join(f"{_toml(m)} = {v}\n" for m, v in reauth_ms_by_mechanism.items())
+    text += (
+        "\n[metrics]\n"
+        f"snapshot_file = {_toml(str(metrics_file))}\n"
+        f"snapshot_interval_ms = {metrics_interval_ms}\n"
+    )
+    p.config.write_text(text)
+    for user, password in PORTCULLIS_USERS.items():
+        p.scram_add(user, password, "SCRAM-SHA-512")
+        p.scram_add(user, password, "SCRAM-SHA-256")
+    p.start()
+    launcher.processes.append(p)
+    return p, metrics_file
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Metrics snapshots
+
+
+def read_metrics(path: Path) -> dict[str, int]:
+    """The counters in the snapshot file; every documented counter must be there as an integer."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise AssertionError(f"no metrics snapshot at {path} (is [metrics] snapshot_file wired?)") from e
+    missing = [n for n in METRIC_NAMES if not isinstance(data.get(n), int)]
+    if missing:
+        raise AssertionError(f"metrics snapshot {path} lacks integer counters {missing}: {data}")
+    return {n: data[n] for n in METRIC_NAMES}
+
+
+def fresh_metrics(path: Path, interval_ms: int = 500, timeout: float = 10.0) -> dict[str, int]:
+    """A snapshot written after this call started (so it covers everything that happened before)."""
+    start = time.time()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if path.stat().st_mtime > start + 0.01:
+                # Give a rewrite in progress (atomic rename) no chance to be half-seen.
+                return read_metrics(path)
+        except FileNotFoundError:
+            pass
+        time.sleep(interval_ms / 4000)
+    raise AssertionError(f"metrics snapshot {path} was not rewritten within {timeout}s")
+
+
+def wait_metrics(path: Path, predicate, timeout: float, what: str) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, int] | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = read_metrics(path)
+        except AssertionError:
+            last = None
+        if last is not None and predicate(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not reached within {timeout}s; last snapshot {last}")
+
+
+# --------------------------------------------------------------------------------------------------
+# TCP connections of a process, from /proc
+
+
+@dataclass
+class TrackedConnection:
+    local: tuple[str, int]
+    remote: tuple[str, int]
+    first_seen: float
+    last_seen: float
+
+    @property
+    def lifetime(self) -> float:
+        return self.last_seen - self.first_seen
+
+
+def _decode_addr(hex_addr: str) -> tuple[str, int]:
+    ip_hex, port_hex = hex_addr.split(":")
+    if len(ip_hex) != 8:  # IPv6 rows are not used by the loopback-only suite
+        return ip_hex, int(port_hex, 16)
+    ip = ".".join(str(b) for b in reversed(bytes.fromhex(ip_hex)))
+    return ip, int(port_hex, 16)
+
+
+def established_connections(pid: int) -> set[tuple[tuple[str, int], tuple[str, int]]]:
+    """(local, remote) of every ESTABLISHED TCP socket process `pid` holds."""
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    try:
+        fds = list(fd_dir.iterdir())
+    except FileNotFoundError:
+        return set()
+    for fd in fds:
+        try:
+            m = re.fullmatch(r"socket:\[(\d+)\]", os.readlink(fd))
+        except OSError:
+            continue
+        if m:
+            inodes.add(m.group(1))
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) < 10 or cols[3] != "01" or cols[9] not in inodes:
+                continue
+            found.add((_decode_addr(cols[1]), _decode_addr(cols[2])))
+    return found
+
+
+@dataclass
+class ConnectionTracker:
+    """Samples a process's established TCP connections in a background thread."""
+
+    pid: int
+    interval: float = 0.2
+    seen: dict[tuple, TrackedConnection] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"conn-tracker-{self.pid}", daemon=True)
+
+    def __enter__(self) -> "ConnectionTracker":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        now = time.monotonic()
+        for local, remote in established_connections(self.pid):
+            c = self.seen.get((local, remote))
+            if c is None:
+                self.seen[(local, remote)] = TrackedConnection(local, remote, now, now)
+            else:
+                c.last_seen = now
+
+    def accepted_on(self, ports: set[int]) -> list[TrackedConnection]:
+        """Connections the process accepted on one of `ports` (its local side is the port)."""
+        return [c for c in self.seen.values() if c.local[1] in ports]
+
+    def connected_to(self, port: int) -> list[TrackedConnection]:
+        """Connections the process opened to `port`."""
+        return [c for c in self.seen.values() if c.remote[1] == port]
+
+
+def portcullis_ports(p: PortcullisProcess) -> set[int]:
+    """The bootstrap listener and the broker port of the suite's single Kafka node."""
+    return {p.listener_port, p.broker_port_base + 1}
+
+
+def describe(conns: list[TrackedConnection]) -> str:
+    return ", ".join(f"{c.remote[1]}->{c.local[1]} {c.lifetime:.1f}s" for c in conns) or "none"
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw wire: SaslAuthenticate v1 and repeated PLAIN logins
+
+
+@dataclass
+class AuthResult:
+    error: int
+    message: str | None
+    session_lifetime_ms: int
+
+
+class ReauthConn(Conn):
+    def sasl_authenticate_v1(self, auth_bytes: bytes) -> AuthResult:
+        r = self.call(API_SASL_AUTHENTICATE, 1, byte_array(auth_bytes))
+        error = r.int16()
+        message = r.string()
+        r.bytes_()  # auth bytes
+        lifetime = r.int64()
+        return AuthResult(error, message, lifetime)
+
+    def login_plain(self, user: str, password: str) -> AuthResult:
+        """SaslHandshake v1 (PLAIN) then SaslAuthenticate v1; raises unless both succeed."""
+        error, mechanisms = self.sasl_handshake("PLAIN")
+        if error != ERROR_NONE:
+            raise AssertionError(f"SaslHandshake(PLAIN) error {error}, mechanisms {mechanisms}")
+        result = self.sasl_authenticate_v1(plain_token(user, password))
+        if result.error != ERROR_NONE:
+            raise AssertionError(f"SaslAuthenticate(PLAIN) error {result.error}: {result.message}")
+        return result
+
+    def metadata_v1_raw(self, correlation_id: int) -> bytes:
+        """A Metadata v1 request frame (all topics) with a chosen correlation id, for send_raw."""
+        from kafka_wire import API_METADATA, request  # noqa: PLC0415
+
+        return request(API_METADATA, 1, correlation_id, struct.pack(">i", -1))
