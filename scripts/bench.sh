@@ -15,9 +15,10 @@
 # Usage: scripts/bench.sh [options]
 #   --connections N      concurrent login workers (default 4)
 #   --duration S         measured seconds per target and mechanism (default 20)
-#   --warmup S           unmeasured seconds before each measurement (default 10)
+#   --warmup S           unmeasured seconds before each measurement (default 15)
 #   --mechanisms LIST    space- or comma-separated (default "SCRAM-SHA-512 PLAIN")
-#   --rounds N           repeat Kafka/Portcullis pairs N times per mechanism (default 1)
+#   --rounds N           repeat Kafka/Portcullis pairs N times per mechanism (default 2; the
+#                        first round of a cold JVM is slower, see docs/benchmarks.md)
 #   --threads N          tokio worker threads of the load tool (default 1)
 #   --skip-criterion     do not run the criterion bench
 #   --kafka-only         do not start Portcullis (measures Kafka alone)
@@ -35,9 +36,9 @@ source scripts/lib/kafka.sh
 
 connections=4
 duration=20
-warmup=10
+warmup=15
 mechanisms="SCRAM-SHA-512 PLAIN"
-rounds=1
+rounds=2
 threads=1
 criterion=1
 with_portcullis=1
@@ -53,7 +54,7 @@ while (($#)); do
     --skip-criterion) criterion=0 ;;
     --kafka-only) with_portcullis=0 ;;
     --keep) keep=1 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^# Environment/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift
