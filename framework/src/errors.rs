@@ -9,8 +9,16 @@ impl ErrorCode {
     pub const NONE: ErrorCode = ErrorCode(0);
     /// UNKNOWN_SERVER_ERROR.
     pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+    /// TOPIC_AUTHORIZATION_FAILED.
+    pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
+    /// GROUP_AUTHORIZATION_FAILED.
+    pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
     /// CLUSTER_AUTHORIZATION_FAILED.
     pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
     /// UNSUPPORTED_SASL_MECHANISM.
     pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
     /// ILLEGAL_SASL_STATE.
@@ -39,7 +47,11 @@ impl ErrorCode {
         match self.0 {
             0 => "NONE",
             -1 => "UNKNOWN_SERVER_ERROR",
+            3 => "UNKNOWN_TOPIC_OR_PARTITION",
+            29 => "TOPIC_AUTHORIZATION_FAILED",
+            30 => "GROUP_AUTHORIZATION_FAILED",
             31 => "CLUSTER_AUTHORIZATION_FAILED",
+            53 => "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
             33 => "UNSUPPORTED_SASL_MECHANISM",
             34 => "ILLEGAL_SASL_STATE",
             35 => "UNSUPPORTED_VERSION",

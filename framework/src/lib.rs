@@ -26,6 +26,7 @@
 
 pub mod abi;
 pub mod acl;
+pub mod authorization;
 pub mod audit;
 pub mod authorizer;
 pub mod connection;

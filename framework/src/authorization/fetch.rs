@@ -1,0 +1,166 @@
+//! Fetch (API 1), v4–v12 (v13+ names topics by id only). Kafka's `handleFetchRequest`:
+//! - a fetch from a follower (`replica_id >= 0`) needs CLUSTER_ACTION; clients are never
+//!   followers here, so every partition gets TOPIC_AUTHORIZATION_FAILED (Kafka's answer to an
+//!   unauthorized follower) without asking;
+//! - a consumer fetch needs READ on each topic; the partitions of a denied topic get
+//!   TOPIC_AUTHORIZATION_FAILED, the rest is served.
+//!
+//! Incremental fetch sessions (KIP-227) let the broker serve partitions the request does not
+//! list, which would escape per-request authorization. Every forwarded Fetch is therefore turned
+//! into a sessionless full fetch (session id 0, epoch -1, Kafka's `FetchMetadata.LEGACY`); the
+//! upstream answers with session id 0 and the client keeps sending full requests.
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{ApiKey, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::check::{Checker, Loud};
+use super::wire::{self, Edit, PlanError, Topics, Walk};
+use super::{Outcome, Refusal, Request, Response, Rewrite};
+use crate::acl::{AclOperation, ResourceType};
+use crate::errors::ErrorCode;
+use crate::protocol::reader::Malformed;
+
+/// Denied partitions to put back into the upstream response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Merge {
+    denied: Vec<(String, Vec<i32>)>,
+}
+
+struct Parsed {
+    replica_id: i32,
+    /// Where session id and epoch lie (v7+).
+    session: Option<std::ops::Range<usize>>,
+    topics: Topics,
+}
+
+fn parse(walk: &mut Walk<'_>, version: i16) -> Result<Parsed, Malformed> {
+    let replica_id = walk.i32()?;
+    let _max_wait_ms = walk.i32()?;
+    let _min_bytes = walk.i32()?;
+    let _max_bytes = walk.i32()?;
+    let _isolation_level = walk.i8()?;
+    let session = if version >= 7 {
+        let at = walk.pos();
+        let _session_id = walk.i32()?;
+        let _session_epoch = walk.i32()?;
+        Some(at..walk.pos())
+    } else {
+        None
+    };
+    let topics = wire::topic_array(walk, |w| {
+        let index = w.i32()?;
+        if version >= 9 {
+            let _current_leader_epoch = w.i32()?;
+        }
+        let _fetch_offset = w.i64()?;
+        if version >= 12 {
+            let _last_fetched_epoch = w.i32()?;
+        }
+        if version >= 5 {
+            let _log_start_offset = w.i64()?;
+        }
+        let _partition_max_bytes = w.i32()?;
+        w.tags()?;
+        Ok(index)
+    })?;
+    if version >= 7 {
+        // Forgotten topics: meaningless once the fetch is sessionless.
+        let n = walk.array_len_required()?;
+        for _ in 0..n {
+            walk.skip_string()?;
+            walk.i32s()?;
+            walk.tags()?;
+        }
+    }
+    if version >= 11 {
+        walk.skip_string()?; // rack id
+    }
+    walk.tags()?;
+    walk.finish()?;
+    Ok(Parsed {
+        replica_id,
+        session,
+        topics,
+    })
+}
+
+pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let parsed = parse(&mut req.walk(), req.version)?;
+    let keep: Vec<bool> = if parsed.replica_id >= 0 {
+        vec![false; parsed.topics.entries.len()]
+    } else {
+        let allowed = chk.allowed_names(
+            AclOperation::Read,
+            ResourceType::Topic,
+            parsed.topics.entries.iter().map(|e| e.name.as_str()),
+            Loud::Yes,
+        );
+        parsed
+            .topics
+            .entries
+            .iter()
+            .map(|e| allowed.contains(&e.name))
+            .collect()
+    };
+    let denied = parsed.topics.denied(&keep);
+    if parsed.replica_id >= 0 || (!keep.is_empty() && keep.iter().all(|k| !*k)) {
+        let body = FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(entries(&denied));
+        return req.respond(&body);
+    }
+    let mut edits = Vec::new();
+    if let Some(session) = parsed.session {
+        let mut legacy = 0i32.to_be_bytes().to_vec();
+        legacy.extend_from_slice(&(-1i32).to_be_bytes());
+        edits.push(Edit {
+            range: session,
+            replacement: legacy,
+        });
+    }
+    if denied.is_empty() {
+        if edits.is_empty() {
+            return Ok(req.unchanged());
+        }
+        return Ok(Outcome::Forward(req.rewritten(edits), Rewrite::Unchanged));
+    }
+    parsed.topics.span.keep_only(&keep, &mut edits);
+    Ok(Outcome::Forward(
+        req.rewritten(edits),
+        Rewrite::Fetch(Merge { denied }),
+    ))
+}
+
+fn entries(denied: &[(String, Vec<i32>)]) -> Vec<FetchableTopicResponse> {
+    denied
+        .iter()
+        .map(|(name, partitions)| {
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_string(name.clone())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            PartitionData::default()
+                                .with_partition_index(*p)
+                                .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                                .with_high_watermark(-1)
+                                .with_last_stable_offset(-1)
+                                .with_log_start_offset(-1)
+                                .with_records(Some(Bytes::new()))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+impl Merge {
+    pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
+        let mut body: FetchResponse = response.decode(ApiKey::Fetch)?;
+        body.responses.extend(entries(&self.denied));
+        response.encode(ApiKey::Fetch, &body)
+    }
+}

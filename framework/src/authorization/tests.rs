@@ -1,0 +1,1 @@
+//! Cross-API tests: the mapping covers every forwarded key; malformed bodies close.

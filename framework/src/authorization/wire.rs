@@ -1,0 +1,383 @@
+//! Walking client request bodies with the bounds-checked [`Reader`], recording where each
+//! per-resource entry lies so a partial denial can splice entries out without re-encoding a
+//! byte of the client's data; and decoding/re-encoding (trusted) upstream responses.
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::protocol::reader::{Malformed, Reader};
+
+/// A cursor over a request body that knows the body's encoding (flexible or not).
+pub(crate) struct Walk<'a> {
+    body: &'a [u8],
+    reader: Reader<'a>,
+    len: usize,
+    /// Whether this version uses compact types and tagged fields.
+    pub(crate) flexible: bool,
+}
+
+impl<'a> Walk<'a> {
+    pub(crate) fn new(body: &'a [u8], flexible: bool) -> Self {
+        Self {
+            body,
+            reader: Reader::new(body),
+            len: body.len(),
+            flexible,
+        }
+    }
+
+    /// The offset of the next byte.
+    pub(crate) fn pos(&self) -> usize {
+        self.len.saturating_sub(self.reader.remaining())
+    }
+
+    pub(crate) fn i8(&mut self) -> Result<i8, Malformed> {
+        self.reader.i8()
+    }
+    pub(crate) fn i16(&mut self) -> Result<i16, Malformed> {
+        self.reader.i16()
+    }
+    pub(crate) fn i32(&mut self) -> Result<i32, Malformed> {
+        self.reader.i32()
+    }
+    pub(crate) fn i64(&mut self) -> Result<i64, Malformed> {
+        self.reader.i64()
+    }
+    pub(crate) fn bool(&mut self) -> Result<bool, Malformed> {
+        self.reader.bool()
+    }
+    pub(crate) fn uuid(&mut self) -> Result<[u8; 16], Malformed> {
+        let hi = self.reader.i64()?.to_be_bytes();
+        let lo = self.reader.i64()?.to_be_bytes();
+        let mut out = [0u8; 16];
+        for (slot, byte) in out.iter_mut().zip(hi.iter().chain(lo.iter())) {
+            *slot = *byte;
+        }
+        Ok(out)
+    }
+
+    /// STRING / COMPACT_STRING.
+    pub(crate) fn string(&mut self) -> Result<String, Malformed> {
+        self.reader.any_string(self.flexible)
+    }
+    /// NULLABLE_STRING / COMPACT_NULLABLE_STRING.
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, Malformed> {
+        self.reader.any_nullable_string(self.flexible)
+    }
+    /// A STRING in a version that is not flexible even though the message later becomes so
+    /// (helpers pick by `self.flexible`; this is for symmetry).
+    pub(crate) fn skip_string(&mut self) -> Result<(), Malformed> {
+        self.nullable_string().map(|_| ())
+    }
+
+    /// BYTES / COMPACT_BYTES / RECORDS, nullable.
+    pub(crate) fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, Malformed> {
+        let len = if self.flexible {
+            match self.reader.uvarint()? {
+                0 => return Ok(None),
+                n => (n - 1) as usize,
+            }
+        } else {
+            match usize::try_from(self.reader.i32()?) {
+                Ok(n) => n,
+                Err(_) => return Ok(None),
+            }
+        };
+        let start = self.pos();
+        self.reader.skip(len)?;
+        self.body
+            .get(start..self.pos())
+            .map(Some)
+            .ok_or(Malformed("bytes"))
+    }
+
+    /// BYTES / COMPACT_BYTES / RECORDS, nullable: skipped.
+    pub(crate) fn skip_nullable_bytes(&mut self) -> Result<(), Malformed> {
+        self.nullable_bytes().map(|_| ())
+    }
+
+    /// An array length, `None` for a null array.
+    pub(crate) fn array_len(&mut self) -> Result<Option<usize>, Malformed> {
+        self.reader.any_array_len(self.flexible)
+    }
+
+    /// An array length where null is not allowed.
+    pub(crate) fn array_len_required(&mut self) -> Result<usize, Malformed> {
+        self.array_len()?.ok_or(Malformed("null array"))
+    }
+
+    /// An array of strings.
+    pub(crate) fn strings(&mut self) -> Result<Option<Vec<String>>, Malformed> {
+        let Some(n) = self.array_len()? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(self.string()?);
+        }
+        Ok(Some(out))
+    }
+
+    /// An array of INT32, returned.
+    pub(crate) fn i32s(&mut self) -> Result<Vec<i32>, Malformed> {
+        let n = self.array_len()?.unwrap_or(0);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(self.i32()?);
+        }
+        Ok(out)
+    }
+
+    /// Skips a tagged-field section when the version is flexible.
+    pub(crate) fn tags(&mut self) -> Result<(), Malformed> {
+        if self.flexible {
+            self.reader.skip_tagged_fields()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads a tagged-field section, returning `(tag, bytes)` pairs (for the few requests whose
+    /// tagged fields matter to authorization).
+    pub(crate) fn tagged_fields(&mut self) -> Result<Vec<(u32, &'a [u8])>, Malformed> {
+        let mut out = Vec::new();
+        if !self.flexible {
+            return Ok(out);
+        }
+        let count = self.reader.uvarint()?;
+        for _ in 0..count {
+            let tag = self.reader.uvarint()?;
+            let size = self.reader.uvarint()? as usize;
+            let start = self.pos();
+            self.reader.skip(size)?;
+            let value = self
+                .body
+                .get(start..self.pos())
+                .ok_or(Malformed("tagged field"))?;
+            out.push((tag, value));
+        }
+        Ok(out)
+    }
+
+    /// Fails unless the whole body was read: a request we cannot account for byte by byte is not
+    /// forwarded.
+    pub(crate) fn finish(&self) -> Result<(), Malformed> {
+        self.reader.finish()
+    }
+}
+
+/// Where an array sits in the body and where each element lies.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ArraySpan {
+    /// The bytes of the length prefix.
+    pub(crate) count: Range<usize>,
+    /// Each element, in order.
+    pub(crate) elements: Vec<Range<usize>>,
+    /// Compact (uvarint) length prefix.
+    pub(crate) compact: bool,
+}
+
+impl ArraySpan {
+    /// Starts recording an array whose length prefix begins at `start`.
+    pub(crate) fn begin(walk: &Walk<'_>, start: usize) -> Self {
+        Self {
+            count: start..walk.pos(),
+            elements: Vec::new(),
+            compact: walk.flexible,
+        }
+    }
+
+    /// The edits that keep only the elements for which `keep` is true.
+    pub(crate) fn keep_only(&self, keep: &[bool], edits: &mut Vec<Edit>) {
+        let kept = keep.iter().filter(|k| **k).count();
+        let mut count = Vec::new();
+        if self.compact {
+            put_uvarint(&mut count, (kept as u32).saturating_add(1));
+        } else {
+            count.extend_from_slice(&(kept as i32).to_be_bytes());
+        }
+        edits.push(Edit {
+            range: self.count.clone(),
+            replacement: count,
+        });
+        for (element, keep) in self.elements.iter().zip(keep) {
+            if !*keep {
+                edits.push(Edit {
+                    range: element.clone(),
+                    replacement: Vec::new(),
+                });
+            }
+        }
+    }
+}
+
+/// One entry of a `[topic name, [partition…]]` array.
+#[derive(Clone, Debug)]
+pub(crate) struct TopicEntry {
+    pub(crate) name: String,
+    pub(crate) partitions: Vec<i32>,
+}
+
+/// The topics of a request and where each lies.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Topics {
+    pub(crate) span: ArraySpan,
+    pub(crate) entries: Vec<TopicEntry>,
+}
+
+impl Topics {
+    /// The topics and partitions not kept, grouped by topic in request order.
+    pub(crate) fn denied(&self, keep: &[bool]) -> Vec<(String, Vec<i32>)> {
+        self.entries
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| !**k)
+            .map(|(e, _)| (e.name.clone(), e.partitions.clone()))
+            .collect()
+    }
+}
+
+/// Reads `[name, [partition…], tags]` with `partition` reading one partition entry (its index
+/// first) and returning the index.
+pub(crate) fn topic_array(
+    walk: &mut Walk<'_>,
+    mut partition: impl FnMut(&mut Walk<'_>) -> Result<i32, Malformed>,
+) -> Result<Topics, Malformed> {
+    let start = walk.pos();
+    let count = walk.array_len_required()?;
+    let mut topics = Topics {
+        span: ArraySpan::begin(walk, start),
+        entries: Vec::new(),
+    };
+    for _ in 0..count {
+        let at = walk.pos();
+        let name = walk.string()?;
+        let n = walk.array_len_required()?;
+        let mut partitions = Vec::new();
+        for _ in 0..n {
+            partitions.push(partition(walk)?);
+        }
+        walk.tags()?;
+        topics.span.elements.push(at..walk.pos());
+        topics.entries.push(TopicEntry { name, partitions });
+    }
+    Ok(topics)
+}
+
+/// Replace `range` of the body with `replacement`.
+#[derive(Clone, Debug)]
+pub(crate) struct Edit {
+    pub(crate) range: Range<usize>,
+    pub(crate) replacement: Vec<u8>,
+}
+
+/// Rebuilds the frame: the header as sent, then the body with the edits applied (edits must not
+/// overlap; they are applied in offset order).
+pub(crate) fn rewrite(frame: &Bytes, header_len: usize, mut edits: Vec<Edit>) -> Bytes {
+    edits.sort_by_key(|e| e.range.start);
+    let body = frame.get(header_len..).unwrap_or_default();
+    let mut out = BytesMut::with_capacity(frame.len());
+    out.extend_from_slice(frame.get(..header_len).unwrap_or_default());
+    let mut at = 0usize;
+    for edit in edits {
+        if edit.range.start < at {
+            continue; // overlapping edits cannot be produced by our walkers; skip defensively
+        }
+        out.extend_from_slice(body.get(at..edit.range.start).unwrap_or_default());
+        out.extend_from_slice(&edit.replacement);
+        at = edit.range.end;
+    }
+    out.extend_from_slice(body.get(at..).unwrap_or_default());
+    out.freeze()
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
+    while value >= 0x80 {
+        out.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Whether `version` of `key` uses the flexible encoding (request side).
+pub(crate) fn flexible(key: ApiKey, version: i16) -> bool {
+    key.request_header_version(version) >= 2
+}
+
+/// Why an upstream response could not be rewritten.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The upstream response does not parse at the request's version.
+    #[error("cannot decode the upstream {api:?} v{version} response")]
+    Decode {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+    },
+    /// The rewritten response could not be encoded.
+    #[error("cannot encode the {api:?} v{version} response")]
+    Encode {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+    },
+}
+
+/// Decodes an upstream response frame (header + body). The upstream is trusted (docs/security.md).
+pub(crate) fn decode_response<T: Decodable>(
+    api: ApiKey,
+    version: i16,
+    frame: &Bytes,
+) -> Result<(ResponseHeader, T), PlanError> {
+    let err = || PlanError::Decode { api, version };
+    let mut buf = frame.clone();
+    let header =
+        ResponseHeader::decode(&mut buf, api.response_header_version(version)).map_err(|_| err())?;
+    let body = T::decode(&mut buf, version).map_err(|_| err())?;
+    Ok((header, body))
+}
+
+/// Encodes a response frame with the correlation id.
+pub(crate) fn encode_response<T: Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Result<Bytes, PlanError> {
+    crate::protocol::codec::encode_response(api, version, correlation_id, body)
+        .map_err(|_| PlanError::Encode { api, version })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splices_array_elements_and_fixes_the_count() {
+        // header "HH", body: i32 count 3, elements "a","bb","c", trailer 9
+        let frame = Bytes::from_static(b"HH\x00\x00\x00\x03abbc\x09");
+        let span = ArraySpan {
+            count: 0..4,
+            elements: vec![4..5, 5..7, 7..8],
+            compact: false,
+        };
+        let mut edits = Vec::new();
+        span.keep_only(&[true, false, true], &mut edits);
+        assert_eq!(&rewrite(&frame, 2, edits)[..], b"HH\x00\x00\x00\x02ac\x09");
+        let frame = Bytes::from_static(b"H\x04abbc");
+        let span = ArraySpan {
+            count: 0..1,
+            elements: vec![1..2, 2..4, 4..5],
+            compact: true,
+        };
+        let mut edits = Vec::new();
+        span.keep_only(&[false, true, false], &mut edits);
+        assert_eq!(&rewrite(&frame, 1, edits)[..], b"H\x02bb");
+    }
+}
