@@ -117,3 +117,93 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
             what: "private key",
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Files {
+        dir: tempfile::TempDir,
+    }
+
+    impl Files {
+        fn new() -> Self {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+                .unwrap()
+                .self_signed(&key)
+                .unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
+            std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
+            std::fs::write(dir.path().join("empty.pem"), "").unwrap();
+            Self { dir }
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.dir.path().join(name)
+        }
+
+        fn config(&self, client_auth: ClientAuth, ca: Option<&str>) -> TlsConfig {
+            TlsConfig {
+                cert_file: self.path("cert.pem"),
+                key_file: self.path("key.pem"),
+                client_auth,
+                ca_file: ca.map(|name| self.path(name)),
+            }
+        }
+    }
+
+    #[test]
+    fn builds_for_every_client_auth_mode() {
+        let files = Files::new();
+        assert!(server_config(&files.config(ClientAuth::None, None)).is_ok());
+        assert!(server_config(&files.config(ClientAuth::Requested, Some("cert.pem"))).is_ok());
+        assert!(server_config(&files.config(ClientAuth::Required, Some("cert.pem"))).is_ok());
+    }
+
+    #[test]
+    fn refuses_missing_ca_empty_files_and_unreadable_paths() {
+        let files = Files::new();
+        let e = server_config(&files.config(ClientAuth::Required, None)).unwrap_err();
+        assert!(
+            matches!(e, TlsSetupError::MissingCa(ClientAuth::Required)),
+            "{e}"
+        );
+        let e = server_config(&files.config(ClientAuth::Requested, Some("empty.pem"))).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TlsSetupError::Empty {
+                    what: "certificate",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let mut config = files.config(ClientAuth::None, None);
+        config.key_file = files.path("empty.pem");
+        let e = server_config(&config).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TlsSetupError::Empty {
+                    what: "private key",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        config.key_file = files.path("missing.pem");
+        let e = server_config(&config).unwrap_err();
+        assert!(e.to_string().contains("missing.pem"), "{e}");
+        // A certificate that does not match the key.
+        let other = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(files.path("other.key"), other.serialize_pem()).unwrap();
+        config.key_file = files.path("other.key");
+        assert!(matches!(
+            server_config(&config),
+            Err(TlsSetupError::Rustls(_))
+        ));
+    }
+}
