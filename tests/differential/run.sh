@@ -3,10 +3,12 @@
 #
 # Usage: tests/differential/run.sh [--record] [--portcullis HOST:PORT@USERS.properties] [--only ID,...]
 #                                  [--report FILE]
+#        tests/differential/run.sh --classes
 #   (no option)    runs the table against Kafka's SASL listener and compares with expected.yaml
 #   --record       runs it against Kafka and rewrites expected.yaml with Kafka's outcomes
 #   --portcullis   also runs it through Portcullis (ACLs applied through Portcullis' own ACL APIs)
 #                  and requires the same outcome as Kafka for every scenario
+#   --classes      only compiles java/*.java (cached) and prints the classes directory
 # Kafka: uses the one described by KAFKA_SASL_BOOTSTRAP/KAFKA_LIB/KAFKA_ADMIN_*/KAFKA_ACL_USERS (as
 # exported by scripts/lib/kafka.sh, e.g. inside scripts/test.sh); when KAFKA_SASL_BOOTSTRAP is unset it
 # starts its own Kafka for the run and stops it afterwards.
@@ -18,14 +20,16 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/../../scripts/lib/common.sh"
 
 record=0
+classes_only=0
 args=()
 while (($#)); do
   case "$1" in
     --record) record=1 ;;
+    --classes) classes_only=1 ;;
     --portcullis) args+=(--target "portcullis=${2:?--portcullis needs HOST:PORT@USERS}"); shift ;;
     --only) args+=(--only "${2:?}"); shift ;;
     --report) args+=(--report "${2:?}"); shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift
@@ -40,18 +44,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [[ -z "${KAFKA_SASL_BOOTSTRAP:-}" ]]; then
-  # shellcheck source=../../scripts/lib/kafka-deps.sh
-  source "$HERE/../../scripts/lib/kafka-deps.sh"
-  # shellcheck source=../../scripts/lib/kafka.sh
-  source "$HERE/../../scripts/lib/kafka.sh"
-  ensure_kafka_deps
-  own_kafka=1
-  kafka_start "$work/kafka"
-fi
-: "${KAFKA_LIB:?}" "${KAFKA_ADMIN_USER:?}" "${KAFKA_ADMIN_PASSWORD:?}" "${KAFKA_ACL_USERS:?}"
-
 # Compile once per source and kafka-clients version (cached like tests/interop/java).
+: "${KAFKA_LIB:?}"
 hash=$( (cat "$HERE"/java/*.java; ls "$KAFKA_LIB" | grep '^kafka-clients-') | sha256sum | cut -c1-16)
 classes="$PORTCULLIS_CACHE/differential-java/$hash"
 if [[ ! -f "$classes/.complete" ]]; then
@@ -62,6 +56,22 @@ if [[ ! -f "$classes/.complete" ]]; then
   rm -rf "$classes"
   mv "$classes.tmp.$$" "$classes"
 fi
+
+if ((classes_only)); then
+  printf '%s\n' "$classes"
+  exit 0
+fi
+
+if [[ -z "${KAFKA_SASL_BOOTSTRAP:-}" ]]; then
+  # shellcheck source=../../scripts/lib/kafka-deps.sh
+  source "$HERE/../../scripts/lib/kafka-deps.sh"
+  # shellcheck source=../../scripts/lib/kafka.sh
+  source "$HERE/../../scripts/lib/kafka.sh"
+  ensure_kafka_deps
+  own_kafka=1
+  kafka_start "$work/kafka"
+fi
+: "${KAFKA_ADMIN_USER:?}" "${KAFKA_ADMIN_PASSWORD:?}" "${KAFKA_ACL_USERS:?}"
 
 # Kafka's users and passwords, in the runner's format (user=password).
 users="$work/kafka-users.properties"

@@ -51,13 +51,14 @@ class DifferentialRun:
         return {s["id"]: s.get(name) for s in self.report["scenarios"]}
 
 
-def start_portcullis_with_authorizer(run_dir: Path) -> PortcullisProcess:
+def start_portcullis_with_authorizer(run_dir: Path, name: str = "differential") -> PortcullisProcess:
+    """A Portcullis with `[authorizer] plugin = "acl"` and the users of PORTCULLIS_ACL_USERS."""
     binary = Path(_need("PORTCULLIS_BIN"))
-    workdir = run_dir / "portcullis-differential"
+    workdir = run_dir / f"portcullis-{name}"
     workdir.mkdir(parents=True, exist_ok=False)
     plugins = workdir / "plugins"
     plugins.mkdir()
-    p = PortcullisProcess(binary, workdir, "differential")
+    p = PortcullisProcess(binary, workdir, name)
     p.hint = ""
     # Upstream PLAINTEXT: Portcullis acts on Kafka as User:ANONYMOUS, a super user there, so only
     # Portcullis' own authorizer decides.
