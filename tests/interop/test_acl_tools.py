@@ -58,15 +58,30 @@ def log4j_args() -> list[str]:
     return [f"-Dlog4j2.configurationFile={RUN_SH.parent / 'log4j2.properties'}"]
 
 
-def kafka_acls(kafka_env, props: Path, *args: str) -> str:
-    """Runs kafka-acls (AclCommand) against the endpoint of `props`; returns stdout, fails on exit != 0."""
+def differential_classes() -> str:
+    return subprocess.run([str(RUN_SH), "--classes"], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ), check=True).stdout.strip()
+
+
+def kafka_acls(kafka_env, props: Path, commands: list[tuple[str, list[str]]]) -> dict[str, str]:
+    """Runs kafka-acls (AclCommand.main) once per command against the endpoint of `props`, in order, in
+    one JVM (tests/differential/java/AclTool.java); returns each command's stdout by label and fails
+    if any command exits non-zero."""
     bootstrap = next(line.split("=", 1)[1] for line in props.read_text().splitlines()
                      if line.startswith("bootstrap.servers="))
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *log4j_args(), "-cp", java_classpath(kafka_env),
-           "org.apache.kafka.tools.AclCommand", "--bootstrap-server", bootstrap, "--command-config", str(props), *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, f"kafka-acls {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return r.stdout
+    common = ["--bootstrap-server", bootstrap, "--command-config", str(props)]
+    stdin = "".join(json.dumps(common + args) + "\n" for _, args in commands)
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", *log4j_args(), "-cp",
+           java_classpath(kafka_env, differential_classes()), "AclTool"]
+    r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"AclTool failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    results = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(commands), r.stdout + r.stderr
+    out = {}
+    for (label, args), res in zip(commands, results):
+        assert res["rc"] == 0, f"kafka-acls {' '.join(args)} failed ({res['rc']}):\n{res['out']}\n{res['err']}"
+        out[label] = res["out"]
+    return out
 
 
 RESOURCE = re.compile(r"^(Current ACLs|Adding ACLs) for resource `(ResourcePattern\(.*\))`:\s*$")
@@ -106,26 +121,34 @@ def test_kafka_acls_adds_lists_and_removes(kafka_env, endpoint, unique):
     name, props = endpoint
     prefix = unique("acltool") + "-"
     who = f"User:{unique('tool-user')}"
-
-    # Start clean for the USER resource, which is shared by name (User:alice).
-    kafka_acls(kafka_env, props, "--remove", "--force", "--user-principal", "User:alice")
-
-    added = kafka_acls(kafka_env, props, "--add", "--allow-principal", who, "--operation", "Read", "--operation",
-                       "Describe", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    assert acl_rows(added) == {
-        (topic(prefix, "PREFIXED"), entry(who, "*", "READ", "ALLOW")),
-        (topic(prefix, "PREFIXED"), entry(who, "*", "DESCRIBE", "ALLOW")),
-    }, added
-    kafka_acls(kafka_env, props, "--add", "--deny-principal", "User:carol", "--deny-host", "127.0.0.1",
-               "--operation", "Write", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    kafka_acls(kafka_env, props, "--add", "--allow-principal", who, "--operation", "Write", "--topic",
-               prefix + "orders")
-    added = kafka_acls(kafka_env, props, "--add", "--allow-principal", who, "--operation", "CreateTokens",
-                       "--operation", "DescribeTokens", "--user-principal", "User:alice")
-    assert acl_rows(added) == {
-        (USER_ALICE, entry(who, "*", "CREATE_TOKENS", "ALLOW")),
-        (USER_ALICE, entry(who, "*", "DESCRIBE_TOKENS", "ALLOW")),
-    }, added
+    prefixed = ["--topic", prefix, "--resource-pattern-type", "prefixed"]
+    match_orders = ["--topic", prefix + "orders", "--resource-pattern-type", "match"]
+    out = kafka_acls(kafka_env, props, [
+        # Start clean for the USER resource, which is shared by name (User:alice).
+        ("clean", ["--remove", "--force", "--user-principal", "User:alice"]),
+        ("add-prefixed", ["--add", "--allow-principal", who, "--operation", "Read", "--operation", "Describe",
+                          *prefixed]),
+        ("add-deny", ["--add", "--deny-principal", "User:carol", "--deny-host", "127.0.0.1", "--operation", "Write",
+                      *prefixed]),
+        ("add-literal", ["--add", "--allow-principal", who, "--operation", "Write", "--topic", prefix + "orders"]),
+        ("add-user", ["--add", "--allow-principal", who, "--operation", "CreateTokens", "--operation",
+                      "DescribeTokens", "--user-principal", "User:alice"]),
+        ("list-prefixed", ["--list", *prefixed]),
+        ("list-user", ["--list", "--user-principal", "User:alice"]),
+        ("list-match", ["--list", *match_orders]),
+        ("list-principal", ["--list", "--principal", who]),
+        # Remove one entry, then whole resources.
+        ("remove-read", ["--remove", "--force", "--allow-principal", who, "--operation", "Read", *prefixed]),
+        ("list-prefixed-2", ["--list", *prefixed]),
+        ("remove-create-tokens", ["--remove", "--force", "--user-principal", "User:alice", "--operation",
+                                  "CreateTokens", "--allow-principal", who]),
+        ("list-user-2", ["--list", "--user-principal", "User:alice"]),
+        ("remove-prefixed", ["--remove", "--force", *prefixed]),
+        ("remove-literal", ["--remove", "--force", "--topic", prefix + "orders"]),
+        ("remove-user", ["--remove", "--force", "--user-principal", "User:alice"]),
+        ("list-match-3", ["--list", *match_orders]),
+        ("list-principal-3", ["--list", "--principal", who]),
+    ])
 
     prefixed_rows = {
         (topic(prefix, "PREFIXED"), entry(who, "*", "READ", "ALLOW")),
@@ -137,41 +160,35 @@ def test_kafka_acls_adds_lists_and_removes(kafka_env, endpoint, unique):
         (USER_ALICE, entry(who, "*", "CREATE_TOKENS", "ALLOW")),
         (USER_ALICE, entry(who, "*", "DESCRIBE_TOKENS", "ALLOW")),
     }
-
-    listed = kafka_acls(kafka_env, props, "--list", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    assert acl_rows(listed) == prefixed_rows, f"[{name}]\n{listed}"
-    listed = kafka_acls(kafka_env, props, "--list", "--user-principal", "User:alice")
-    assert acl_rows(listed) == user_rows, f"[{name}]\n{listed}"
-    # MATCH: every ACL that applies to the topic <prefix>orders (the prefixed ones and its literal one).
-    listed = kafka_acls(kafka_env, props, "--list", "--topic", prefix + "orders", "--resource-pattern-type", "match")
-    assert acl_rows(listed) == prefixed_rows | literal_rows, f"[{name}]\n{listed}"
-    listed = kafka_acls(kafka_env, props, "--list", "--principal", who)
-    assert acl_rows(listed) == (prefixed_rows - {r for r in prefixed_rows if "User:carol" in r[1]}) | literal_rows \
-        | user_rows, f"[{name}]\n{listed}"
-
-    # Remove one entry, then whole resources.
-    assert kafka_acls(kafka_env, props, "--remove", "--force", "--allow-principal", who, "--operation", "Read",
-                      "--topic", prefix, "--resource-pattern-type", "prefixed").strip() == ""
-    listed = kafka_acls(kafka_env, props, "--list", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    assert acl_rows(listed) == {r for r in prefixed_rows if "READ" not in r[1]}, f"[{name}]\n{listed}"
-    kafka_acls(kafka_env, props, "--remove", "--force", "--user-principal", "User:alice", "--operation",
-               "CreateTokens", "--allow-principal", who)
-    listed = kafka_acls(kafka_env, props, "--list", "--user-principal", "User:alice")
-    assert acl_rows(listed) == {(USER_ALICE, entry(who, "*", "DESCRIBE_TOKENS", "ALLOW"))}, f"[{name}]\n{listed}"
-
-    kafka_acls(kafka_env, props, "--remove", "--force", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    kafka_acls(kafka_env, props, "--remove", "--force", "--topic", prefix + "orders")
-    kafka_acls(kafka_env, props, "--remove", "--force", "--user-principal", "User:alice")
-    listed = kafka_acls(kafka_env, props, "--list", "--topic", prefix + "orders", "--resource-pattern-type", "match")
-    assert acl_rows(listed) == set(), f"[{name}]\n{listed}"
-    listed = kafka_acls(kafka_env, props, "--list", "--principal", who)
-    assert acl_rows(listed) == set(), f"[{name}]\n{listed}"
+    expected = {
+        "add-prefixed": {r for r in prefixed_rows if "User:carol" not in r[1]},
+        "add-deny": {r for r in prefixed_rows if "User:carol" in r[1]},
+        "add-literal": literal_rows,
+        "add-user": user_rows,
+        "list-prefixed": prefixed_rows,
+        "list-user": user_rows,
+        # MATCH: every ACL that applies to the topic <prefix>orders (the prefixed ones and its literal one).
+        "list-match": prefixed_rows | literal_rows,
+        "list-principal": {r for r in prefixed_rows if "User:carol" not in r[1]} | literal_rows | user_rows,
+        "remove-read": set(),
+        "list-prefixed-2": {r for r in prefixed_rows if "READ" not in r[1]},
+        "remove-create-tokens": set(),
+        "list-user-2": {(USER_ALICE, entry(who, "*", "DESCRIBE_TOKENS", "ALLOW"))},
+        "remove-prefixed": set(),
+        "remove-literal": set(),
+        "remove-user": set(),
+        "list-match-3": set(),
+        "list-principal-3": set(),
+    }
+    got = {label: acl_rows(out[label]) for label in expected}
+    wrong = {label: (expected[label], got[label]) for label in expected if got[label] != expected[label]}
+    assert not wrong, f"[{name}] kafka-acls rows differ:\n" + "\n".join(
+        f"{label}:\n  want {sorted(w)}\n  got  {sorted(g)}\n  output: {out[label]!r}" for label, (w, g) in wrong.items())
 
 
 def test_admin_client_creates_describes_with_filters_and_deletes(kafka_env, endpoint, unique):
     name, props = endpoint
-    classes = subprocess.run([str(RUN_SH), "--classes"], capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ), check=True).stdout.strip()
+    classes = differential_classes()
     prefix = unique("acladmin") + "-"
     who = f"User:{unique('admin-user')}"
     r = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", *log4j_args(), "-cp",
