@@ -154,6 +154,35 @@ def wait_metrics(path: Path, predicate, timeout: float, what: str) -> dict[str, 
     raise AssertionError(f"{what}: not reached within {timeout}s; last snapshot {last}")
 
 
+class CountsChange:
+    """`with CountsChange(file, failed_reauthentication=1): ...` asserts that the counters changed by
+    exactly these amounts over the block (and the other named counters by nothing). No file: no check
+    (a listener without Portcullis' counters, e.g. Kafka's)."""
+
+    def __init__(self, path: Path | None, **deltas: int):
+        self.path = path
+        self.deltas = {n: deltas.get(n, 0) for n in METRIC_NAMES if n != "revoked_connections_closed"}
+        unknown = set(deltas) - set(METRIC_NAMES)
+        if unknown:
+            raise ValueError(f"unknown counters {unknown}")
+
+    def __enter__(self) -> "CountsChange":
+        if self.path is not None:
+            self.before = fresh_metrics(self.path)
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self.path is None or exc_type is not None:
+            return
+
+        def changes(m: dict[str, int]) -> dict[str, int]:
+            return {n: m[n] - self.before[n] for n in self.deltas}
+
+        # Counted when the connection's outcome is decided, which may trail the client's view a bit.
+        wait_metrics(self.path, lambda m: changes(m) == self.deltas, 5.0,
+                     f"counter changes {self.deltas} (before {self.before})")
+
+
 # --------------------------------------------------------------------------------------------------
 # TCP connections of a process, from /proc
 
