@@ -34,6 +34,81 @@ pub struct Config {
     /// Request routing.
     #[serde(default)]
     pub forwarding: ForwardingConfig,
+    /// Authorization of every request; absent means no authorizer (Kafka's default: everything
+    /// is allowed, and the ACL APIs answer SECURITY_DISABLED).
+    pub authorizer: Option<AuthorizerConfig>,
+    /// The authorization audit log.
+    #[serde(default)]
+    pub audit: AuditConfig,
+    /// Security counters.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// `[authorizer]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorizerConfig {
+    /// The authorizer plugin (`acl`).
+    #[serde(default = "default_authorizer")]
+    pub plugin: String,
+    /// Principals (`type:name`) allowed everything (Kafka `super.users`).
+    #[serde(default)]
+    pub super_users: Vec<String>,
+    /// Allow an action on a resource that has no ACL at all (Kafka `allow.everyone.if.no.acl.found`).
+    #[serde(default)]
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// Where to append one JSON object per authorization decision; absent disables the log.
+    pub file: Option<PathBuf>,
+    /// Write allowed decisions.
+    #[serde(default)]
+    pub log_allowed: bool,
+    /// Write denied decisions.
+    #[serde(default = "default_true")]
+    pub log_denied: bool,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// A JSON file rewritten with the security counters every `snapshot_interval_ms`.
+    pub snapshot_file: Option<PathBuf>,
+    /// How often the snapshot is written.
+    #[serde(default = "default_snapshot_interval_ms")]
+    pub snapshot_interval_ms: u64,
+    /// How often the counters are logged at info level (0 disables).
+    #[serde(default = "default_metrics_log_interval_ms")]
+    pub log_interval_ms: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            snapshot_file: None,
+            snapshot_interval_ms: default_snapshot_interval_ms(),
+            log_interval_ms: default_metrics_log_interval_ms(),
+        }
+    }
+}
+
+fn default_authorizer() -> String {
+    "acl".to_owned()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_snapshot_interval_ms() -> u64 {
+    1_000
+}
+fn default_metrics_log_interval_ms() -> u64 {
+    60_000
 }
 
 /// `[node]`.
@@ -86,6 +161,10 @@ pub struct ListenerConfig {
     /// KIP-368 `connections.max.reauth.ms`; 0 disables.
     #[serde(default)]
     pub connections_max_reauth_ms: i64,
+    /// Per-mechanism overrides of `connections_max_reauth_ms` (Kafka's
+    /// `listener.name.<l>.<mechanism>.connections.max.reauth.ms`); 0 disables for that mechanism.
+    #[serde(default)]
+    pub connections_max_reauth_ms_by_mechanism: BTreeMap<String, i64>,
 }
 
 /// `[listener.tls]`.
@@ -567,7 +646,28 @@ impl Config {
         self.plugins.validate()?;
         self.listener.validate()?;
         self.upstream.validate()?;
-        self.forwarding.validate()
+        self.forwarding.validate()?;
+        if let Some(authorizer) = &self.authorizer {
+            authorizer.validate()?;
+        }
+        if self.metrics.snapshot_file.is_some() && self.metrics.snapshot_interval_ms == 0 {
+            return Err(invalid("metrics.snapshot_interval_ms", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+impl AuthorizerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for user in &self.super_users {
+            if portcullis::principal::Principal::parse(user).is_err() {
+                return Err(invalid(
+                    "authorizer.super_users",
+                    format!("`{user}` is not a principal of the form type:name"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -692,6 +792,22 @@ impl ListenerConfig {
                 "listener.connections_max_reauth_ms",
                 "must be 0 (disabled) or a positive number of milliseconds",
             ));
+        }
+        for (mechanism, value) in &self.connections_max_reauth_ms_by_mechanism {
+            if !self.sasl_mechanisms.contains(mechanism) {
+                return Err(invalid(
+                    "listener.connections_max_reauth_ms_by_mechanism",
+                    format!("`{mechanism}` is not in listener.sasl_mechanisms"),
+                ));
+            }
+            if *value < 0 {
+                return Err(invalid(
+                    "listener.connections_max_reauth_ms_by_mechanism",
+                    format!(
+                        "`{mechanism}` must be 0 (disabled) or a positive number of milliseconds"
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -7,3 +7,4 @@ pub mod config;
 pub mod node;
 pub mod plugin_loader;
 pub mod server;
+pub mod services;

@@ -9,18 +9,28 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
+use portcullis::authorizer::Authorizer;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens};
 use portcullis::events::{Event, EventBus};
 use portcullis::forwarding::ForwardingPolicy;
+use portcullis::local::acls::AclApis;
+use portcullis::local::scram_credentials::ScramCredentialsApi;
+use portcullis::local::LocalHandler;
 use portcullis::login::LoginModule;
+use portcullis::metrics::SecurityMetrics;
 use portcullis::principal::{DefaultPrincipalBuilder, PrincipalBuilder};
+use portcullis::reauth::ReauthScheduler;
+use portcullis::registry::AuthorizerSettings;
 use portcullis::registry::{self, ForwardingSettings, Services};
 use portcullis::sasl::SaslMechanism;
+use portcullis::store::MetadataStore;
 use portcullis::store::{MetadataRecord, StoreError};
 use portcullis_plugin_stores::{apply_record, load_credentials, FileMetadataStore};
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
 // linked into the binary even where nothing else in the host uses it.
+use portcullis_plugin_acl as _;
 use portcullis_plugin_forwarding as _;
 use portcullis_plugin_plain as _;
 use portcullis_plugin_scram as _;
@@ -48,6 +58,14 @@ pub struct Node {
     pub upstream_login: Option<Arc<dyn LoginModule>>,
     /// What the plugin directory held: loaded and refused files.
     pub plugins: PluginLoadReport,
+    /// Every authenticated session (KIP-368 deadlines and revocation).
+    pub sessions: ReauthScheduler,
+    /// Authentication counters.
+    pub metrics: Arc<SecurityMetrics>,
+    /// The authorizer (wrapped by the audit log when one is configured).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The security APIs Portcullis serves itself.
+    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
 }
 
 impl fmt::Debug for Node {
@@ -119,6 +137,12 @@ pub enum NodeError {
     /// The upstream login module could not be built.
     #[error("upstream login: {0}")]
     UpstreamLogin(String),
+    /// The authorizer could not be built.
+    #[error("authorizer: {0}")]
+    Authorizer(String),
+    /// The audit log cannot be opened.
+    #[error("audit.file: {0}")]
+    Audit(std::io::Error),
 }
 
 fn refused_note(refused: &[String]) -> String {
@@ -171,9 +195,37 @@ impl Node {
             events.clone(),
         );
         let assembly = assemble(&config, &services)?;
+        let store = Arc::new(store);
+        let authorizer = build_authorizer(&config, &store, &events)?;
+        let local_handlers = local_handlers(&store, &credentials, authorizer.clone());
+
+        // A credential removed or changed closes the sessions that used it, at once.
+        let sessions = ReauthScheduler::new();
+        let subscription = events.subscribe(4_096);
+        let revoker = sessions.clone();
+        let spawned = std::thread::Builder::new()
+            .name("portcullis-revocation".into())
+            .spawn(move || {
+                while let Some(event) = subscription.recv() {
+                    let revoked = revoker.handle_event(&event);
+                    if revoked > 0 {
+                        tracing::info!(
+                            revoked,
+                            ?event,
+                            "credential changed; closing the sessions that used it"
+                        );
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            return Err(NodeError::Authorizer(format!(
+                "cannot start the revocation thread: {e}"
+            )));
+        }
+
         Ok(Node {
             config,
-            store: Arc::new(store),
+            store,
             credentials,
             events,
             mechanisms: assembly.mechanisms,
@@ -181,8 +233,69 @@ impl Node {
             policy: assembly.policy,
             upstream_login: assembly.upstream_login,
             plugins: assembly.plugins,
+            sessions,
+            metrics: Arc::new(SecurityMetrics::default()),
+            authorizer,
+            local_handlers,
         })
     }
+}
+
+/// The configured authorizer, replayed from the store, wrapped by the audit log if one is set.
+fn build_authorizer(
+    config: &Config,
+    store: &Arc<FileMetadataStore>,
+    events: &EventBus,
+) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
+    let Some(settings) = &config.authorizer else {
+        return Ok(None);
+    };
+    let factory = registry::authorizers()
+        .find(|f| f.name == settings.plugin)
+        .ok_or_else(|| {
+            let mut available: Vec<&str> = registry::authorizers().map(|f| f.name).collect();
+            available.sort_unstable();
+            NodeError::Authorizer(format!(
+                "unknown authorizer plugin `{}`; available: {}",
+                settings.plugin,
+                available.join(", ")
+            ))
+        })?;
+    let built = (factory.build)(
+        &AuthorizerSettings::new(
+            settings.super_users.clone(),
+            settings.allow_everyone_if_no_acl_found,
+        )
+        .with_events(events.clone()),
+        Arc::clone(store) as Arc<dyn MetadataStore>,
+    )
+    .map_err(NodeError::Authorizer)?;
+    let Some(path) = &config.audit.file else {
+        return Ok(Some(built));
+    };
+    let sink = crate::services::FileAuditSink::open(path).map_err(NodeError::Audit)?;
+    let policy = AuditPolicy::new(config.audit.log_allowed, config.audit.log_denied);
+    Ok(Some(Arc::new(AuditingAuthorizer::new(
+        built,
+        Arc::new(sink),
+        policy,
+    ))))
+}
+
+/// The locally served security APIs: ACLs and SCRAM credentials.
+fn local_handlers(
+    store: &Arc<FileMetadataStore>,
+    credentials: &Arc<InMemoryCredentials>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+) -> Vec<Arc<dyn LocalHandler>> {
+    let admin = Arc::new(crate::services::StoreCredentialAdmin::new(
+        Arc::clone(store),
+        Arc::clone(credentials),
+    ));
+    let mut handlers: Vec<Arc<dyn LocalHandler>> =
+        AclApis::handlers(authorizer.clone()).into_iter().collect();
+    handlers.extend(ScramCredentialsApi::handlers(admin, authorizer));
+    handlers
 }
 
 fn credential_event(record: &MetadataRecord) -> Option<Event> {

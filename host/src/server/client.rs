@@ -107,6 +107,7 @@ struct Driver<S> {
 enum Event {
     Client(Result<ReadOutcome, FrameError>),
     Upstream(Result<Bytes, UpstreamError>),
+    Revoked,
     Shutdown,
 }
 
@@ -118,14 +119,24 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             let max_frame = self.connection.max_frame_size();
             let can_read = self.queue.len() < MAX_IN_FLIGHT;
             let awaiting_upstream = self.queue.has_pending();
+            let ticket = self.connection.ticket();
             let event = tokio::select! {
                 // A dropped sender also means the server is gone.
                 _ = shutdown.changed() => Event::Shutdown,
+                // The session's credential was removed or changed: close at once, even if idle.
+                () = revoked(ticket.as_ref()) => Event::Revoked,
                 response = next_response(&mut self.upstream), if awaiting_upstream => Event::Upstream(response),
                 read = self.reader.next_frame(max_frame), if can_read => Event::Client(read),
             };
             let end = match event {
                 Event::Shutdown => Some(End::Shutdown),
+                Event::Revoked => {
+                    self.shared
+                        .connection_config
+                        .metrics
+                        .revoked_connections_closed();
+                    Some(End::Closed(CloseReason::CredentialRevoked))
+                }
                 Event::Client(read) => match read? {
                     ReadOutcome::Frame(frame) => {
                         let actions = self.connection.handle_frame(frame, now_ms());
@@ -157,6 +168,12 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
                     let upstream = self.upstream().await?;
+                    if let Err(source) = upstream.reauthenticate_if_due().await {
+                        return Err(self.upstream_error(source));
+                    }
+                    let Some(upstream) = self.upstream.as_mut() else {
+                        return Err(self.upstream_error(UpstreamError::Closed));
+                    };
                     if let Err(source) = upstream.send(&request.frame).await {
                         return Err(self.upstream_error(source));
                     }
@@ -276,6 +293,14 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             Target::Bootstrap => "bootstrap".to_owned(),
             Target::Broker(node_id) => format!("broker {node_id}"),
         }
+    }
+}
+
+/// Completes when the session's credential is revoked; never without a session.
+async fn revoked(ticket: Option<&Arc<portcullis::reauth::SessionTicket>>) {
+    match ticket {
+        Some(ticket) => ticket.revoked().await,
+        None => std::future::pending().await,
     }
 }
 

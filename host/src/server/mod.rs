@@ -31,12 +31,16 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
+use portcullis::authorizer::Authorizer;
 use portcullis::connection::ConnectionConfig;
 use portcullis::events::EventBus;
 use portcullis::forwarding::ForwardingPolicy;
+use portcullis::local::LocalHandler;
 use portcullis::login::LoginModule;
+use portcullis::metrics::SecurityMetrics;
 use portcullis::principal::PrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
+use portcullis::reauth::ReauthScheduler;
 use portcullis::sasl::SaslMechanism;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -70,6 +74,14 @@ pub struct ServerParts {
     pub events: EventBus,
     /// Authenticates Portcullis upstream (`SASL_PLAINTEXT`).
     pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// Every authenticated session (KIP-368).
+    pub sessions: ReauthScheduler,
+    /// Authentication counters.
+    pub metrics: Arc<SecurityMetrics>,
+    /// The authorizer, if one is configured.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// Locally served security APIs.
+    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
 }
 
 impl std::fmt::Debug for ServerParts {
@@ -149,7 +161,10 @@ impl Server {
         .with_failed_auth_delay(Duration::from_millis(
             listener.failed_authentication_delay_ms,
         ))
-        .with_max_reauth_ms(Some(listener.connections_max_reauth_ms));
+        .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
+        .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
+        .with_sessions(parts.sessions, parts.metrics)
+        .with_local_handlers(parts.local_handlers);
 
         let bootstrap = TcpListener::bind(&listener.address)
             .await
@@ -235,12 +250,21 @@ impl ServerParts {
             policy: node.policy.clone(),
             events: node.events.clone(),
             upstream_login: node.upstream_login.clone(),
+            sessions: node.sessions.clone(),
+            metrics: node.metrics.clone(),
+            authorizer: node.authorizer.clone(),
+            local_handlers: node.local_handlers.clone(),
         }
     }
 }
 
 /// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
+    crate::services::spawn_metrics_reporting(
+        node.metrics.clone(),
+        node.sessions.clone(),
+        &node.config.metrics,
+    );
     run_parts(ServerParts::from_node(&node)).await
 }
 
@@ -276,7 +300,11 @@ async fn stop_signal() {
 /// opens a listener for every broker.
 async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
     let discovery = discover(&shared.upstream).await?;
-    let advertised = ApiVersionTable::advertised(&discovery.versions);
+    let local = shared.connection_config.local_handlers.iter().map(|h| {
+        let (min, max) = h.versions();
+        (h.api_key(), min, max)
+    });
+    let advertised = ApiVersionTable::advertised_with(&discovery.versions, local);
     tracing::debug!(
         upstream_apis = discovery.versions.len(),
         advertised_apis = advertised.len(),

@@ -2,12 +2,20 @@
 //! [`LoginModule`] when the upstream requires it), sending frames and reading responses.
 //!
 //! Portcullis' own requests (ApiVersions, SaslHandshake, SaslAuthenticate, discovery Metadata) use
-//! correlation ids from a reserved range at the top of `i32`, as the Java client does; they are
-//! only ever sent before any client frame on the same connection, so they cannot be confused
-//! with a client's.
+//! correlation ids from a reserved range at the top of `i32`, as the Java client does. Most are
+//! sent before any client frame; a re-authentication (KIP-368) happens between client frames, and
+//! responses to earlier client requests that arrive meanwhile are kept aside and handed out
+//! afterwards, in order (the Java client's `pendingAuthenticatedReceives`).
+//!
+//! When the upstream reports a session lifetime, the connection re-authenticates before sending
+//! the first client frame after a jittered 85–95 % of that lifetime (the Java client's choice), so
+//! the upstream never sees a request on an expired session.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -118,6 +126,17 @@ pub struct UpstreamConnection {
     reader: FrameReader<OwnedReadHalf>,
     writer: BufWriter<OwnedWriteHalf>,
     next_internal_id: i32,
+    /// Client responses that arrived while Portcullis waited for one of its own.
+    stash: VecDeque<Bytes>,
+    /// How to re-authenticate, when the upstream gave the session a lifetime.
+    reauth: Option<Reauth>,
+}
+
+/// When and how to re-authenticate an upstream session.
+struct Reauth {
+    login: Arc<dyn LoginModule>,
+    authenticate_version: i16,
+    due: Instant,
 }
 
 impl std::fmt::Debug for UpstreamConnection {
@@ -170,6 +189,8 @@ impl UpstreamConnection {
                 reader: FrameReader::new(read),
                 writer: BufWriter::new(write),
                 next_internal_id: RESERVED_CORRELATION_MIN,
+                stash: VecDeque::new(),
+                reauth: None,
             };
             let table = match software {
                 Some(software) => Some(connection.api_versions(software).await?),
@@ -180,7 +201,8 @@ impl UpstreamConnection {
                     Some(t) => t.clone(),
                     None => settings.versions.load().as_ref().clone(),
                 };
-                connection.authenticate(login.as_ref(), &versions).await?;
+                let version = authenticate_version(&versions)?;
+                connection.authenticate(login, version).await?;
             }
             Ok((connection, table))
         };
@@ -205,12 +227,36 @@ impl UpstreamConnection {
         Ok(())
     }
 
-    /// The next response frame. Cancel-safe.
+    /// The next response to a client request. Cancel-safe.
     pub async fn next_response(&mut self) -> Result<Bytes, UpstreamError> {
+        if let Some(frame) = self.stash.pop_front() {
+            return Ok(frame);
+        }
+        self.read_frame().await
+    }
+
+    async fn read_frame(&mut self) -> Result<Bytes, UpstreamError> {
         match self.reader.next_frame(MAX_RESPONSE).await? {
             ReadOutcome::Frame(frame) => Ok(frame),
             ReadOutcome::Closed | ReadOutcome::TooLarge(_) => Err(UpstreamError::Closed),
         }
+    }
+
+    /// Re-authenticates if the upstream session is close to its end. Call before sending a client
+    /// frame: the upstream processes requests in order, so a re-authentication started here is
+    /// never interleaved with a client request.
+    pub async fn reauthenticate_if_due(&mut self) -> Result<bool, UpstreamError> {
+        let Some(reauth) = &self.reauth else {
+            return Ok(false);
+        };
+        if Instant::now() < reauth.due {
+            return Ok(false);
+        }
+        let (login, version) = (Arc::clone(&reauth.login), reauth.authenticate_version);
+        self.flush().await?;
+        self.authenticate(&login, version).await?;
+        tracing::debug!(address = %self.address, "upstream session re-authenticated");
+        Ok(true)
     }
 
     /// Sends one of Portcullis' own requests and waits for its response.
@@ -230,14 +276,21 @@ impl UpstreamConnection {
         let frame = encode_request(api, version, correlation_id, request)?;
         self.send(&frame).await?;
         self.flush().await?;
-        let response = self.next_response().await?;
-        let got = response_correlation_id(&response).unwrap_or(-1);
-        if got != correlation_id {
-            return Err(UpstreamError::OutOfOrder {
-                expected: correlation_id,
-                got,
-            });
-        }
+        let response = loop {
+            let response = self.read_frame().await?;
+            let got = response_correlation_id(&response).unwrap_or(-1);
+            if got == correlation_id {
+                break response;
+            }
+            if got >= RESERVED_CORRELATION_MIN {
+                return Err(UpstreamError::OutOfOrder {
+                    expected: correlation_id,
+                    got,
+                });
+            }
+            // A response to an earlier client request: keep it for the client, in order.
+            self.stash.push_back(response);
+        };
         let (_, body) = decode_response::<Resp>(api, version, response)?;
         Ok(body)
     }
@@ -265,17 +318,9 @@ impl UpstreamConnection {
     /// SaslHandshake v1, then SaslAuthenticate rounds until the login module's exchange is done.
     async fn authenticate(
         &mut self,
-        login: &dyn LoginModule,
-        versions: &ApiVersionTable,
+        login: &Arc<dyn LoginModule>,
+        authenticate_version: i16,
     ) -> Result<(), UpstreamError> {
-        if versions
-            .range(ApiKey::SaslHandshake as i16)
-            .is_some_and(|(_, max)| max < 1)
-        {
-            return Err(UpstreamError::Unsupported("SaslHandshake v1"));
-        }
-        // Without a table (it is learned at discovery) v1 is the safe choice: every Kafka since 1.0.
-        let authenticate_version = pick_version(versions, ApiKey::SaslAuthenticate, 2).unwrap_or(1);
         let handshake = SaslHandshakeRequest::default()
             .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
         let response: SaslHandshakeResponse =
@@ -305,11 +350,13 @@ impl UpstreamConnection {
             match exchange.step(&response.auth_bytes)? {
                 Some(next) => token = next,
                 None if exchange.is_complete() => {
-                    if response.session_lifetime_ms > 0 {
-                        // Upstream re-authentication is not implemented: the broker will close this
-                        // connection when the lifetime ends, and the client reconnects.
-                        tracing::debug!(address = %self.address, lifetime_ms = response.session_lifetime_ms, "upstream session has a lifetime");
-                    }
+                    self.reauth = (response.session_lifetime_ms > 0).then(|| Reauth {
+                        login: Arc::clone(login),
+                        authenticate_version,
+                        due: Instant::now()
+                            + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
+                    });
+                    tracing::debug!(address = %self.address, lifetime_ms = response.session_lifetime_ms, "upstream session authenticated");
                     return Ok(());
                 }
                 None => return Err(UpstreamError::Incomplete),
@@ -317,6 +364,25 @@ impl UpstreamConnection {
         }
         Err(UpstreamError::Incomplete)
     }
+}
+
+/// The SaslAuthenticate version to use with an upstream that supports `versions`.
+fn authenticate_version(versions: &ApiVersionTable) -> Result<i16, UpstreamError> {
+    if versions
+        .range(ApiKey::SaslHandshake as i16)
+        .is_some_and(|(_, max)| max < 1)
+    {
+        return Err(UpstreamError::Unsupported("SaslHandshake v1"));
+    }
+    // Without a table (it is learned at discovery) v1 is the safe choice: every Kafka since 1.0.
+    Ok(pick_version(versions, ApiKey::SaslAuthenticate, 2).unwrap_or(1))
+}
+
+/// When to re-authenticate a session of `lifetime_ms`: a uniformly jittered point between 85 %
+/// and 95 % of the lifetime (`random` in `[0, 1)`), as the Java client does (KIP-368).
+pub fn reauth_delay(lifetime_ms: i64, random: f64) -> Duration {
+    let fraction = 0.85 + 0.10 * random.clamp(0.0, 1.0);
+    Duration::from_millis((lifetime_ms.max(0) as f64 * fraction) as u64)
 }
 
 /// The highest version of `api` that the upstream, kafka-protocol and `ours` all support.

@@ -1,0 +1,190 @@
+//! The host's implementations of the framework's service traits: the SCRAM credential admin
+//! over the metadata store, the audit log file, and the metrics snapshot.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis::audit::AuditSink;
+use portcullis::credentials::InMemoryCredentials;
+use portcullis::credentials::ScramMechanism;
+use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
+use portcullis::metrics::SecurityMetrics;
+use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis_plugin_scram::credential_from_salted_password;
+use portcullis_plugin_stores::FileMetadataStore;
+
+/// KIP-554 changes applied to the metadata store. The store's listener (see `node.rs`) updates the
+/// in-memory credentials and publishes `CredentialChanged`, which revokes affected sessions.
+pub struct StoreCredentialAdmin {
+    store: Arc<FileMetadataStore>,
+    credentials: Arc<InMemoryCredentials>,
+}
+
+impl StoreCredentialAdmin {
+    /// Creates the admin service.
+    pub fn new(store: Arc<FileMetadataStore>, credentials: Arc<InMemoryCredentials>) -> Self {
+        Self { store, credentials }
+    }
+}
+
+impl CredentialAdmin for StoreCredentialAdmin {
+    fn list(&self) -> Vec<(String, ScramMechanism, u32)> {
+        let mut users = self.credentials.users();
+        users.sort();
+        users
+    }
+
+    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
+        let records: Vec<MetadataRecord> = changes
+            .iter()
+            .filter_map(|change| match change {
+                CredentialChange::Upsert {
+                    user,
+                    mechanism,
+                    iterations,
+                    salt,
+                    salted_password,
+                } => Some(MetadataRecord::ScramCredential {
+                    user: user.clone(),
+                    mechanism: *mechanism,
+                    credential: credential_from_salted_password(
+                        *mechanism,
+                        salted_password,
+                        salt,
+                        *iterations,
+                    ),
+                }),
+                CredentialChange::Delete { user, mechanism } => {
+                    Some(MetadataRecord::RemoveScramCredential {
+                        user: user.clone(),
+                        mechanism: *mechanism,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        self.store
+            .append(&records)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Appends audit lines to a file from a writer thread, so the request path never waits for the
+/// disk. Lines that do not fit in the queue are counted and reported, never silently lost.
+pub struct FileAuditSink {
+    sender: SyncSender<String>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl FileAuditSink {
+    /// Opens (appending) `path` and starts the writer thread.
+    ///
+    /// # Errors
+    /// The file cannot be opened.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let (sender, receiver) = sync_channel::<String>(65_536);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let reported = Arc::clone(&dropped);
+        std::thread::Builder::new()
+            .name("portcullis-audit".into())
+            .spawn(move || {
+                let mut out = BufWriter::new(file);
+                let mut last_reported = 0;
+                while let Ok(line) = receiver.recv() {
+                    let _ = writeln!(out, "{line}");
+                    // Flush when the queue is drained, so the file is current without a write per line.
+                    while let Ok(line) = receiver.try_recv() {
+                        let _ = writeln!(out, "{line}");
+                    }
+                    let _ = out.flush();
+                    let now = reported.load(Ordering::Relaxed);
+                    if now != last_reported {
+                        tracing::warn!(dropped = now, "audit queue overflowed; lines were dropped");
+                        last_reported = now;
+                    }
+                }
+            })?;
+        Ok(Self { sender, dropped })
+    }
+}
+
+impl AuditSink for FileAuditSink {
+    fn write_line(&self, line: String) {
+        if let Err(TrySendError::Full(_)) = self.sender.try_send(line) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes the counters as JSON to `path` (atomically, through a temporary file and a rename).
+pub fn write_metrics_snapshot(
+    metrics: &SecurityMetrics,
+    sessions: usize,
+    path: &Path,
+) -> std::io::Result<()> {
+    let s = metrics.snapshot();
+    let json = serde_json::json!({
+        "successful_authentication": s.successful_authentication,
+        "failed_authentication": s.failed_authentication,
+        "successful_reauthentication": s.successful_reauthentication,
+        "failed_reauthentication": s.failed_reauthentication,
+        "expired_connections_killed": s.expired_connections_killed,
+        "revoked_connections_closed": s.revoked_connections_closed,
+        "sessions": sessions,
+    });
+    let tmp: PathBuf = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(json.to_string().as_bytes())?;
+    }
+    fs::rename(&tmp, path)
+}
+
+/// Runs the metrics snapshot and log loops until the runtime stops.
+pub fn spawn_metrics_reporting(
+    metrics: Arc<SecurityMetrics>,
+    sessions: portcullis::reauth::ReauthScheduler,
+    config: &crate::config::MetricsConfig,
+) {
+    if let Some(path) = config.snapshot_file.clone() {
+        let interval = Duration::from_millis(config.snapshot_interval_ms.max(1));
+        let (metrics, sessions) = (Arc::clone(&metrics), sessions.clone());
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                ticker.tick().await;
+                if let Err(e) = write_metrics_snapshot(&metrics, sessions.len(), &path) {
+                    tracing::warn!(error = %e, path = %path.display(), "cannot write the metrics snapshot");
+                }
+            }
+        });
+    }
+    if config.log_interval_ms > 0 {
+        let interval = Duration::from_millis(config.log_interval_ms);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.tick().await;
+            loop {
+                ticker.tick().await;
+                let s = metrics.snapshot();
+                tracing::info!(
+                    successful_authentication = s.successful_authentication,
+                    failed_authentication = s.failed_authentication,
+                    successful_reauthentication = s.successful_reauthentication,
+                    failed_reauthentication = s.failed_reauthentication,
+                    expired_connections_killed = s.expired_connections_killed,
+                    revoked_connections_closed = s.revoked_connections_closed,
+                    sessions = sessions.len(),
+                    "security metrics"
+                );
+            }
+        });
+    }
+}
