@@ -48,6 +48,13 @@ pub enum Event {
         /// The client's address.
         client_address: IpAddr,
     },
+    /// A login module refreshed Portcullis' own upstream credential (KIP-368 client side).
+    CredentialRefreshed {
+        /// The principal name of the credential.
+        principal_name: String,
+        /// Its new expiry, if any.
+        expiry_ms: Option<i64>,
+    },
     /// A SCRAM credential was added, changed or removed.
     CredentialChanged {
         /// The user.

@@ -44,6 +44,11 @@ pub trait LoginModule: Send + Sync {
     fn credential(&self) -> ExpiringCredential;
     /// Starts a client exchange.
     fn start(&self) -> Box<dyn SaslClientExchange>;
+    /// Logs in again and returns the new credential (e.g. fetches a new token). Modules whose
+    /// credential never expires keep the default, which returns the current one.
+    fn refresh(&self) -> Result<ExpiringCredential, LoginError> {
+        Ok(self.credential())
+    }
 }
 
 /// A client-side authentication failure.

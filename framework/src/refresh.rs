@@ -2,7 +2,10 @@
 //! `ExpiringCredentialRefreshingLogin`), as a pure function of the time, the credential and one
 //! random draw, so every branch is testable (kafka-security-semantics §2.6).
 
-use crate::login::ExpiringCredential;
+use std::sync::Arc;
+
+use crate::events::{Event, EventBus};
+use crate::login::{ExpiringCredential, LoginModule};
 
 /// `sasl.login.refresh.*` settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -122,6 +125,112 @@ pub fn next_refresh(
         NextRefresh::At(now_ms + RETRY_MS)
     } else {
         NextRefresh::At(proposed)
+    }
+}
+
+/// Drives login modules whose credentials expire: when each must be refreshed, and the refresh
+/// itself. Sans-I/O: the host sleeps until [`RefreshScheduler::poll_timeout`] and then calls
+/// [`RefreshScheduler::on_timeout`]. Modules with a non-expiring credential are never scheduled.
+pub struct RefreshScheduler {
+    config: RefreshConfig,
+    events: EventBus,
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    module: Arc<dyn LoginModule>,
+    credential: Option<ExpiringCredential>,
+    next: NextRefresh,
+}
+
+impl RefreshScheduler {
+    /// An empty scheduler.
+    pub fn new(config: RefreshConfig, events: EventBus) -> Self {
+        Self {
+            config,
+            events,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Adds a module, scheduling its first refresh from its current credential.
+    pub fn add(&mut self, module: Arc<dyn LoginModule>, now_ms: i64, random: f64) {
+        let credential = module.credential();
+        let next = self.schedule(Some(&credential), now_ms, random);
+        self.entries.push(Entry {
+            module,
+            credential: Some(credential),
+            next,
+        });
+    }
+
+    fn schedule(
+        &self,
+        credential: Option<&ExpiringCredential>,
+        now_ms: i64,
+        random: f64,
+    ) -> NextRefresh {
+        match credential {
+            Some(c) if c.expiry_ms.is_none() => NextRefresh::Stop,
+            other => next_refresh(&self.config, other, now_ms, random),
+        }
+    }
+
+    /// The earliest time a refresh is due, if any is scheduled.
+    pub fn poll_timeout(&self) -> Option<i64> {
+        self.entries
+            .iter()
+            .filter_map(|e| match e.next {
+                NextRefresh::At(t) => Some(t),
+                NextRefresh::Stop => None,
+            })
+            .min()
+    }
+
+    /// Refreshes every module that is due at `now_ms`; returns how many were refreshed.
+    pub fn on_timeout(&mut self, now_ms: i64, mut random: impl FnMut() -> f64) -> usize {
+        let mut refreshed = 0;
+        for i in 0..self.entries.len() {
+            let Some(entry) = self.entries.get(i) else {
+                continue;
+            };
+            if !matches!(entry.next, NextRefresh::At(t) if t <= now_ms) {
+                continue;
+            }
+            let outcome = entry.module.refresh();
+            let (credential, next) = match outcome {
+                Ok(credential) => {
+                    refreshed += 1;
+                    self.events.publish(Event::CredentialRefreshed {
+                        principal_name: credential.principal_name.clone(),
+                        expiry_ms: credential.expiry_ms,
+                    });
+                    let next = self.schedule(Some(&credential), now_ms, random());
+                    (Some(credential), next)
+                }
+                Err(e) => {
+                    // Kafka retries a failed re-login after a fixed 10 s, indefinitely.
+                    tracing::warn!(error = %e, "refreshing the upstream credential failed; retrying in 10 s");
+                    (None, NextRefresh::At(now_ms + RETRY_MS))
+                }
+            };
+            if let Some(entry) = self.entries.get_mut(i) {
+                if credential.is_some() {
+                    entry.credential = credential;
+                }
+                entry.next = next;
+            }
+        }
+        refreshed
+    }
+}
+
+impl std::fmt::Debug for RefreshScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefreshScheduler")
+            .field("modules", &self.entries.len())
+            .field("next", &self.poll_timeout())
+            .finish()
     }
 }
 
@@ -256,6 +365,78 @@ mod tests {
         assert!(
             matches!(next_refresh(&c, Some(&credential), now, 0.0), NextRefresh::At(t) if t >= now)
         );
+    }
+
+    struct Expiring {
+        expiry: std::sync::atomic::AtomicI64,
+        fail: std::sync::atomic::AtomicBool,
+    }
+    impl LoginModule for Expiring {
+        fn mechanism(&self) -> &str {
+            "OAUTHBEARER"
+        }
+        fn credential(&self) -> ExpiringCredential {
+            ExpiringCredential {
+                principal_name: "svc".into(),
+                start_ms: Some(0),
+                expiry_ms: Some(self.expiry.load(std::sync::atomic::Ordering::SeqCst)),
+                absolute_last_refresh_ms: None,
+            }
+        }
+        fn start(&self) -> Box<dyn crate::login::SaslClientExchange> {
+            unimplemented!("not used by the scheduler")
+        }
+        fn refresh(&self) -> Result<ExpiringCredential, crate::login::LoginError> {
+            if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(crate::login::LoginError("token endpoint down".into()));
+            }
+            self.expiry
+                .fetch_add(100 * MIN, std::sync::atomic::Ordering::SeqCst);
+            Ok(self.credential())
+        }
+    }
+
+    #[test]
+    fn scheduler_refreshes_when_due_and_retries_failures() {
+        let events = EventBus::new();
+        let sub = events.subscribe(8);
+        let module = Arc::new(Expiring {
+            expiry: (100 * MIN).into(),
+            fail: false.into(),
+        });
+        let mut s = RefreshScheduler::new(RefreshConfig::default(), events);
+        s.add(module.clone(), 0, 0.0);
+        assert_eq!(s.poll_timeout(), Some(80 * MIN));
+        assert_eq!(s.on_timeout(80 * MIN - 1, || 0.0), 0);
+        assert_eq!(s.on_timeout(80 * MIN, || 0.0), 1);
+        assert!(matches!(
+            sub.try_recv(),
+            Some(Event::CredentialRefreshed { .. })
+        ));
+        // New expiry 200 min, start 0: proposed 160 min.
+        assert_eq!(s.poll_timeout(), Some(160 * MIN));
+        module.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(s.on_timeout(160 * MIN, || 0.0), 0);
+        assert_eq!(s.poll_timeout(), Some(160 * MIN + RETRY_MS));
+    }
+
+    #[test]
+    fn non_expiring_credentials_are_not_scheduled() {
+        struct Static;
+        impl LoginModule for Static {
+            fn mechanism(&self) -> &str {
+                "PLAIN"
+            }
+            fn credential(&self) -> ExpiringCredential {
+                ExpiringCredential::non_expiring("svc")
+            }
+            fn start(&self) -> Box<dyn crate::login::SaslClientExchange> {
+                unimplemented!("not used by the scheduler")
+            }
+        }
+        let mut s = RefreshScheduler::new(RefreshConfig::default(), EventBus::new());
+        s.add(Arc::new(Static), 0, 0.5);
+        assert_eq!(s.poll_timeout(), None);
     }
 
     #[test]

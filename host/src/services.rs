@@ -188,3 +188,31 @@ pub fn spawn_metrics_reporting(
         });
     }
 }
+
+/// Refreshes the upstream login module's credential on Kafka's schedule (KIP-368 client side).
+/// Static credentials (PLAIN, SCRAM passwords) never expire, so nothing is scheduled for them.
+pub fn spawn_credential_refresh(
+    login: Arc<dyn portcullis::login::LoginModule>,
+    events: portcullis::events::EventBus,
+) {
+    use portcullis::refresh::{RefreshConfig, RefreshScheduler};
+    let mut scheduler = RefreshScheduler::new(RefreshConfig::default(), events);
+    scheduler.add(login, now_ms(), rand::random());
+    if scheduler.poll_timeout().is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        while let Some(due) = scheduler.poll_timeout() {
+            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            scheduler.on_timeout(now_ms(), rand::random);
+        }
+    });
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
