@@ -109,14 +109,18 @@ impl AuthorizerSettings {
     }
 }
 
+/// How a built-in authorizer is built: settings and the node's metadata store in, the
+/// authorizer (or why it cannot start) out.
+pub type AuthorizerBuildFn =
+    fn(&AuthorizerSettings, Arc<dyn MetadataStore>) -> Result<Arc<dyn Authorizer>, String>;
+
 /// A built-in authorizer. `build` replays the ACLs already in the store, so the authorizer is
 /// ready when it returns; an error (bad settings, unreadable store) must stop the node.
 pub struct AuthorizerFactory {
     /// The authorizer name (`authorizer = "<name>"` in the configuration).
     pub name: &'static str,
     /// Builds the authorizer on the node's metadata store.
-    pub build:
-        fn(&AuthorizerSettings, Arc<dyn MetadataStore>) -> Result<Arc<dyn Authorizer>, String>,
+    pub build: AuthorizerBuildFn,
 }
 
 inventory::collect!(AuthorizerFactory);

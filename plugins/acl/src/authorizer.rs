@@ -1,0 +1,417 @@
+//! [`AclAuthorizer`]: Kafka's StandardAuthorizer semantics over a persistent ACL log.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use portcullis::acl::{
+    validate_for_create, AclBinding, AclBindingFilter, AclOperation, PatternType, ResourceType,
+};
+use portcullis::authorizer::{
+    AclAdmin, AclAdminError, Action, Authorization, Authorizer, DecidingRule, Decision,
+    RequestContext,
+};
+use portcullis::events::{Event, EventBus};
+use portcullis::principal::Principal;
+use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
+
+use crate::index::{Client, Index, Outcome};
+
+/// The log target of the authorization audit log (Kafka's `kafka.authorizer.logger`).
+pub const AUDIT_TARGET: &str = "portcullis::authorizer::audit";
+
+/// The resource name Kafka's default `authorizeByResourceType` first authorizes, so that super
+/// users (and anything else that allows this name) win over DENY ACLs.
+const HARDCODE_RESOURCE: &str = "hardcode";
+
+/// The authorizer's configuration (Kafka's `super.users`, `allow.everyone.if.no.acl.found`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AclAuthorizerConfig {
+    /// Principals allowed everything. Each entry is trimmed, empty entries are ignored, and
+    /// every other entry must parse as `type:name`; matching is by exact string.
+    pub super_users: Vec<String>,
+    /// The decision when no ACL at all applies to the resource (default false: DENIED).
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+impl AclAuthorizerConfig {
+    /// Creates a configuration.
+    pub fn new(super_users: Vec<String>, allow_everyone_if_no_acl_found: bool) -> Self {
+        Self {
+            super_users,
+            allow_everyone_if_no_acl_found,
+        }
+    }
+
+    /// Kafka's parsing of `super.users` (`;`-separated).
+    pub fn super_users_from(config_value: &str) -> Vec<String> {
+        config_value.split(';').map(str::to_owned).collect()
+    }
+}
+
+/// Why the authorizer cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AclAuthorizerError {
+    /// A `super_users` entry is not `type:name`.
+    #[error("invalid super user '{0}': expected 'type:name'")]
+    InvalidSuperUser(String),
+    /// The metadata store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The log holds an ACL that could never have been created (for example a principal without
+    /// `:`, KAFKA-18051). Ignoring it could drop a DENY, so the node refuses to start.
+    #[error("metadata log holds an invalid ACL {binding}: {reason}")]
+    InvalidStoredAcl {
+        /// The ACL.
+        binding: Box<AclBinding>,
+        /// Why it is invalid.
+        reason: String,
+    },
+}
+
+/// Kafka's StandardAuthorizer (kafka-security-semantics §6.2, §6.3, §6.5) with an index that
+/// answers without scanning ACLs, over the node's [`MetadataStore`].
+///
+/// Readers load an immutable snapshot ([`ArcSwap`]) and never lock. ACL changes are appended to
+/// the store (durable) first, then published as a new snapshot, so they apply to live
+/// connections at once and survive restarts.
+pub struct AclAuthorizer {
+    super_users: Box<[String]>,
+    allow_everyone_if_no_acl_found: bool,
+    index: ArcSwap<Index>,
+    store: Arc<dyn MetadataStore>,
+    events: Option<EventBus>,
+    /// Serialises ACL changes so the store's order and the snapshot's order agree.
+    writer: Mutex<()>,
+}
+
+impl fmt::Debug for AclAuthorizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclAuthorizer")
+            .field("super_users", &self.super_users)
+            .field(
+                "allow_everyone_if_no_acl_found",
+                &self.allow_everyone_if_no_acl_found,
+            )
+            .field("acls", &self.index.load().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AclAuthorizer {
+    /// Validates the configuration and replays the ACL records of `store`.
+    pub fn open(
+        config: &AclAuthorizerConfig,
+        store: Arc<dyn MetadataStore>,
+    ) -> Result<Self, AclAuthorizerError> {
+        let mut super_users = Vec::new();
+        for entry in &config.super_users {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            Principal::parse(entry)
+                .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
+            super_users.push(entry.to_owned());
+        }
+        let index = Index::build(replay(store.snapshot()?)?);
+        tracing::info!(acls = index.len(), "ACL authorizer loaded");
+        Ok(Self {
+            super_users: super_users.into_boxed_slice(),
+            allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
+            index: ArcSwap::from_pointee(index),
+            store,
+            events: None,
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// Publishes [`Event::AclsChanged`] on `events` after each change.
+    pub fn with_events(mut self, events: EventBus) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// How many ACLs are stored.
+    pub fn acl_count(&self) -> usize {
+        self.index.load().len()
+    }
+
+    /// The decision alone, without building the deciding rule: no allocation. Same result as
+    /// [`Authorizer::authorize`] for this action.
+    pub fn decide(&self, context: &RequestContext, action: &Action) -> Decision {
+        if self.is_super_user(&context.principal) {
+            return Decision::Allowed;
+        }
+        if action.resource.pattern_type != PatternType::Literal {
+            return Decision::Denied;
+        }
+        let index = self.index.load();
+        let client = index.client(&context.principal, context.client_address);
+        match index.decide(
+            &client,
+            action.operation,
+            action.resource.resource_type,
+            &action.resource.name,
+        ) {
+            Outcome::Allow(..) => Decision::Allowed,
+            Outcome::NoAcls if self.allow_everyone_if_no_acl_found => Decision::Allowed,
+            Outcome::Deny(..) | Outcome::NoMatch | Outcome::NoAcls => Decision::Denied,
+        }
+    }
+
+    /// Kafka compares `principal.toString()` with each super user string.
+    fn is_super_user(&self, principal: &Principal) -> bool {
+        self.super_users.iter().any(|s| {
+            s.len() == principal.kind.len() + 1 + principal.name.len()
+                && s.starts_with(principal.kind.as_str())
+                && s.get(principal.kind.len()..principal.kind.len() + 1) == Some(":")
+                && s.ends_with(principal.name.as_str())
+        })
+    }
+
+    fn authorize_one(&self, index: &Index, client: &Client, action: &Action) -> Authorization {
+        if action.resource.pattern_type != PatternType::Literal {
+            // Kafka throws IllegalArgumentException; the plugin API has no error here, so the
+            // action is denied (callers only ever build LITERAL actions).
+            tracing::warn!(resource = %action.resource, "authorize() called with a non-LITERAL resource");
+            return Authorization {
+                decision: Decision::Denied,
+                rule: DecidingRule::DefaultDeny,
+            };
+        }
+        let outcome = index.decide(
+            client,
+            action.operation,
+            action.resource.resource_type,
+            &action.resource.name,
+        );
+        let (decision, rule) = match outcome {
+            Outcome::Deny(acls, i) => (Decision::Denied, matching(acls.binding(i))),
+            Outcome::Allow(acls, i) => (Decision::Allowed, matching(acls.binding(i))),
+            Outcome::NoAcls if self.allow_everyone_if_no_acl_found => {
+                (Decision::Allowed, DecidingRule::DefaultAllow)
+            }
+            Outcome::NoMatch | Outcome::NoAcls => (Decision::Denied, DecidingRule::DefaultDeny),
+        };
+        Authorization { decision, rule }
+    }
+
+    fn publish(&self, created: usize, deleted: usize) {
+        if let Some(events) = &self.events {
+            events.publish(Event::AclsChanged { created, deleted });
+        }
+    }
+
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn matching(binding: Option<AclBinding>) -> DecidingRule {
+    binding.map_or(DecidingRule::DefaultDeny, DecidingRule::MatchingAcl)
+}
+
+/// Replays ACL records in log order.
+fn replay(records: Vec<MetadataRecord>) -> Result<BTreeSet<AclBinding>, AclAuthorizerError> {
+    let mut live = BTreeSet::new();
+    for record in records {
+        match record {
+            MetadataRecord::Acl { binding } => {
+                live.insert(binding);
+            }
+            MetadataRecord::RemoveAcl { binding } => {
+                live.remove(&binding);
+            }
+            _ => {}
+        }
+    }
+    for binding in &live {
+        if let Err(invalid) = validate_for_create(binding) {
+            return Err(AclAuthorizerError::InvalidStoredAcl {
+                binding: Box::new(binding.clone()),
+                reason: invalid.to_string(),
+            });
+        }
+    }
+    Ok(live)
+}
+
+fn audit(context: &RequestContext, action: &Action, authorization: &Authorization) {
+    let rule = match &authorization.rule {
+        DecidingRule::SuperUser => "SuperUser".to_owned(),
+        DecidingRule::MatchingAcl(binding) => format!("MatchingAcl(acl={binding})"),
+        DecidingRule::DefaultAllow => "DefaultAllow".to_owned(),
+        _ => "DefaultDeny".to_owned(),
+    };
+    macro_rules! line {
+        ($level:ident, $verdict:literal) => {
+            tracing::$level!(
+                target: AUDIT_TARGET,
+                principal = %context.principal,
+                operation = %action.operation,
+                host = %crate::host::java_host_address(context.client_address),
+                resource = %action.resource,
+                api_key = context.api_key,
+                resource_ref_count = action.resource_reference_count,
+                rule = %rule,
+                $verdict
+            )
+        };
+    }
+    match (
+        authorization.decision,
+        action.log_if_allowed,
+        action.log_if_denied,
+    ) {
+        (Decision::Allowed, true, _) => line!(debug, "Allowed"),
+        (Decision::Denied, _, true) => line!(info, "Denied"),
+        (Decision::Allowed, false, _) => line!(trace, "Allowed"),
+        (Decision::Denied, _, false) => line!(trace, "Denied"),
+    }
+}
+
+fn audit_enabled() -> bool {
+    tracing::enabled!(target: AUDIT_TARGET, tracing::Level::INFO)
+}
+
+impl Authorizer for AclAuthorizer {
+    fn authorize(&self, context: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
+        let auditing = audit_enabled();
+        if self.is_super_user(&context.principal) {
+            return actions
+                .iter()
+                .map(|action| {
+                    let authorization = Authorization {
+                        decision: Decision::Allowed,
+                        rule: DecidingRule::SuperUser,
+                    };
+                    if auditing {
+                        audit(context, action, &authorization);
+                    }
+                    authorization
+                })
+                .collect();
+        }
+        let index = self.index.load();
+        let client = index.client(&context.principal, context.client_address);
+        actions
+            .iter()
+            .map(|action| {
+                let authorization = self.authorize_one(&index, &client, action);
+                if auditing {
+                    audit(context, action, &authorization);
+                }
+                authorization
+            })
+            .collect()
+    }
+
+    fn authorize_by_resource_type(
+        &self,
+        context: &RequestContext,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> Decision {
+        // Kafka rejects ANY/UNKNOWN arguments with IllegalArgumentException; deny them here.
+        if matches!(resource_type, ResourceType::Any | ResourceType::Unknown)
+            || matches!(operation, AclOperation::Any | AclOperation::Unknown)
+        {
+            return Decision::Denied;
+        }
+        let hardcode = Action::new(operation, resource_type, HARDCODE_RESOURCE).quiet();
+        if self.decide(context, &hardcode) == Decision::Allowed {
+            return Decision::Allowed;
+        }
+        let index = self.index.load();
+        let client = index.client(&context.principal, context.client_address);
+        if index.allows_some(&client, operation, resource_type) {
+            Decision::Allowed
+        } else {
+            Decision::Denied
+        }
+    }
+
+    fn acl_admin(&self) -> Option<&dyn AclAdmin> {
+        Some(self)
+    }
+}
+
+impl AclAdmin for AclAuthorizer {
+    fn create_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), AclAdminError>> {
+        let _writer = self.lock_writer();
+        let current = self.index.load_full();
+        let mut results = Vec::with_capacity(bindings.len());
+        let mut new: BTreeSet<AclBinding> = BTreeSet::new();
+        for binding in bindings {
+            match validate_for_create(binding) {
+                Err(invalid) => results.push(Err(AclAdminError::Invalid(invalid))),
+                Ok(()) => {
+                    // Duplicates are accepted silently and not stored twice.
+                    if !current.contains(binding) {
+                        new.insert(binding.clone());
+                    }
+                    results.push(Ok(()));
+                }
+            }
+        }
+        if new.is_empty() {
+            return results;
+        }
+        let records: Vec<MetadataRecord> = new
+            .iter()
+            .map(|binding| MetadataRecord::Acl {
+                binding: binding.clone(),
+            })
+            .collect();
+        if let Err(error) = self.store.append(&records) {
+            tracing::error!(%error, "storing ACLs failed");
+            let message = error.to_string();
+            return results
+                .into_iter()
+                .map(|r| r.and(Err(AclAdminError::Store(message.clone()))))
+                .collect();
+        }
+        let mut next = (*current).clone();
+        let (added, _) = next.apply(new, Vec::new());
+        self.index.store(Arc::new(next));
+        self.publish(added.len(), 0);
+        results
+    }
+
+    fn delete_acls(
+        &self,
+        filters: &[AclBindingFilter],
+    ) -> Result<Vec<Vec<AclBinding>>, AclAdminError> {
+        let _writer = self.lock_writer();
+        let current = self.index.load_full();
+        let per_filter: Vec<Vec<AclBinding>> =
+            filters.iter().map(|f| current.matching(f)).collect();
+        let doomed: BTreeSet<&AclBinding> = per_filter.iter().flatten().collect();
+        if doomed.is_empty() {
+            return Ok(per_filter);
+        }
+        // One append: the removal is atomic across all filters.
+        let records: Vec<MetadataRecord> = doomed
+            .iter()
+            .map(|binding| MetadataRecord::RemoveAcl {
+                binding: (*binding).clone(),
+            })
+            .collect();
+        self.store
+            .append(&records)
+            .map_err(|e| AclAdminError::Store(e.to_string()))?;
+        let mut next = (*current).clone();
+        let (_, removed) = next.apply(Vec::new(), doomed.into_iter().cloned().collect());
+        self.index.store(Arc::new(next));
+        self.publish(0, removed.len());
+        Ok(per_filter)
+    }
+
+    fn describe_acls(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {
+        self.index.load().matching(filter)
+    }
+}

@@ -1,0 +1,281 @@
+//! ACL administration (§6.5): validation, duplicates, filters, atomic delete, persistence.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{allow, deny, fixture};
+use portcullis::acl::{
+    AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation as Op, PatternType as Pt,
+    PermissionType, ResourcePatternFilter, ResourceType as Rt,
+};
+use portcullis::authorizer::{AclAdmin, AclAdminError};
+use portcullis::events::{Event, EventBus};
+use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis_plugin_acl::{AclAuthorizer, AclAuthorizerConfig, AclAuthorizerError};
+use portcullis_plugin_stores::FileMetadataStore;
+
+fn filter(rt: Rt, name: Option<&str>, pt: Pt) -> AclBindingFilter {
+    AclBindingFilter {
+        pattern: ResourcePatternFilter {
+            resource_type: rt,
+            name: name.map(str::to_owned),
+            pattern_type: pt,
+        },
+        entry: AccessControlEntryFilter {
+            principal: None,
+            host: None,
+            operation: Op::Any,
+            permission: PermissionType::Any,
+        },
+    }
+}
+
+fn corpus() -> Vec<AclBinding> {
+    vec![
+        allow(Rt::Topic, Pt::Literal, "payments", "User:a", Op::Read),
+        allow(Rt::Topic, Pt::Literal, "pay", "User:a", Op::Read),
+        allow(Rt::Topic, Pt::Prefixed, "pay", "User:b", Op::Write),
+        deny(Rt::Topic, Pt::Literal, "*", "User:c", Op::Read),
+        allow(Rt::Group, Pt::Literal, "payments", "User:a", Op::Read),
+        allow(Rt::Topic, Pt::Prefixed, "other", "User:b", Op::Write),
+    ]
+}
+
+fn sorted(mut v: Vec<AclBinding>) -> Vec<AclBinding> {
+    v.sort();
+    v
+}
+
+#[test]
+fn invalid_bindings_are_refused_valid_ones_stored() {
+    let f = fixture(&[], false);
+    let mut no_colon = allow(Rt::Topic, Pt::Literal, "t", "User:a", Op::Read);
+    no_colon.entry.principal = "alice".into();
+    let mut bad_cluster = allow(Rt::Cluster, Pt::Literal, "c", "User:a", Op::Alter);
+    bad_cluster.pattern.name = "not-kafka-cluster".into();
+    let match_pattern = allow(Rt::Topic, Pt::Match, "t", "User:a", Op::Read);
+    let any_op = allow(Rt::Topic, Pt::Literal, "t", "User:a", Op::Any);
+    let good = allow(Rt::Topic, Pt::Literal, "t", "User:a", Op::Read);
+    let results =
+        f.authorizer
+            .create_acls(&[no_colon, bad_cluster, match_pattern, any_op, good.clone()]);
+    assert!(matches!(results[0], Err(AclAdminError::Invalid(_))));
+    assert!(matches!(results[1], Err(AclAdminError::Invalid(_))));
+    assert!(matches!(results[2], Err(AclAdminError::Invalid(_))));
+    assert!(matches!(results[3], Err(AclAdminError::Invalid(_))));
+    assert!(results[4].is_ok());
+    assert_eq!(
+        f.authorizer.describe_acls(&AclBindingFilter::any()),
+        vec![good]
+    );
+}
+
+#[test]
+fn duplicates_are_accepted_and_not_duplicated() {
+    let bus = EventBus::new();
+    let events = bus.subscribe(16);
+    let f = fixture(&[], false);
+    let dir = f.dir.path().to_owned();
+    let authorizer = f.authorizer.with_events(bus);
+    let b = allow(Rt::Topic, Pt::Literal, "t", "User:a", Op::Read);
+    assert!(authorizer
+        .create_acls(&[b.clone(), b.clone()])
+        .iter()
+        .all(Result::is_ok));
+    assert!(authorizer
+        .create_acls(std::slice::from_ref(&b))
+        .iter()
+        .all(Result::is_ok));
+    assert_eq!(authorizer.describe_acls(&AclBindingFilter::any()), vec![b]);
+    assert_eq!(
+        events.try_recv(),
+        Some(Event::AclsChanged {
+            created: 1,
+            deleted: 0
+        })
+    );
+    assert_eq!(events.try_recv(), None);
+    drop(authorizer);
+    // Only one record was written.
+    let store = FileMetadataStore::open(&dir).unwrap();
+    assert_eq!(store.snapshot().unwrap().len(), 1);
+}
+
+#[test]
+fn describe_filter_semantics() {
+    let f = fixture(&[], false);
+    f.add(&corpus());
+    let d = |fl: AclBindingFilter| f.authorizer.describe_acls(&fl);
+    // Every result is exactly what the framework's filter accepts.
+    for fl in [
+        filter(Rt::Any, None, Pt::Any),
+        filter(Rt::Topic, Some("pay"), Pt::Any),
+        filter(Rt::Topic, Some("pay"), Pt::Literal),
+        filter(Rt::Topic, Some("pay"), Pt::Prefixed),
+        filter(Rt::Topic, Some("payments"), Pt::Match),
+        filter(Rt::Any, Some("payments"), Pt::Match),
+        filter(Rt::Topic, None, Pt::Prefixed),
+        filter(Rt::Topic, Some("*"), Pt::Match),
+        filter(Rt::Topic, Some("x"), Pt::Unknown),
+    ] {
+        let expected: Vec<AclBinding> =
+            sorted(corpus().into_iter().filter(|b| fl.matches(b)).collect());
+        assert_eq!(d(fl.clone()), expected, "{fl:?}");
+    }
+    // ANY: exact name, any pattern type.
+    assert_eq!(d(filter(Rt::Topic, Some("pay"), Pt::Any)).len(), 2);
+    // MATCH: literal equal + `*` + prefixes.
+    assert_eq!(
+        d(filter(Rt::Topic, Some("payments"), Pt::Match)),
+        sorted(vec![
+            allow(Rt::Topic, Pt::Literal, "payments", "User:a", Op::Read),
+            allow(Rt::Topic, Pt::Prefixed, "pay", "User:b", Op::Write),
+            deny(Rt::Topic, Pt::Literal, "*", "User:c", Op::Read),
+        ])
+    );
+    // Entry filter.
+    let mut by_principal = filter(Rt::Any, None, Pt::Any);
+    by_principal.entry.principal = Some("User:b".into());
+    by_principal.entry.operation = Op::Write;
+    assert_eq!(d(by_principal).len(), 2);
+}
+
+#[test]
+fn delete_is_atomic_and_reports_per_filter() {
+    let f = fixture(&[], false);
+    let dir = f.dir.path().to_owned();
+    f.add(&corpus());
+    let before = FileMetadataStore::open_count(&dir);
+    let result = f
+        .authorizer
+        .delete_acls(&[
+            filter(Rt::Topic, Some("pay"), Pt::Prefixed),
+            filter(Rt::Any, Some("payments"), Pt::Any),
+            filter(Rt::Topic, Some("payments"), Pt::Literal),
+            filter(Rt::Topic, Some("nothing"), Pt::Literal),
+        ])
+        .unwrap();
+    assert_eq!(
+        result[0],
+        vec![allow(Rt::Topic, Pt::Prefixed, "pay", "User:b", Op::Write)]
+    );
+    assert_eq!(result[1].len(), 2);
+    // A binding matched by two filters is reported by both and deleted once.
+    assert_eq!(
+        result[2],
+        vec![allow(
+            Rt::Topic,
+            Pt::Literal,
+            "payments",
+            "User:a",
+            Op::Read
+        )]
+    );
+    assert!(result[3].is_empty());
+    assert_eq!(f.authorizer.acl_count(), 3);
+    drop(f.authorizer);
+    // Three RemoveAcl records, written by one append.
+    assert_eq!(FileMetadataStore::open_count(&dir), before + 3);
+    let store = FileMetadataStore::open(&dir).unwrap();
+    let removes = store
+        .snapshot()
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r, MetadataRecord::RemoveAcl { .. }))
+        .count();
+    assert_eq!(removes, 3);
+}
+
+/// Counts records (the store frames one append per batch, records are what matter here).
+trait OpenCount {
+    fn open_count(dir: &std::path::Path) -> usize;
+}
+
+impl OpenCount for FileMetadataStore {
+    fn open_count(dir: &std::path::Path) -> usize {
+        // The log is locked by the live authorizer's store: read a copy.
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            dir.join(portcullis_plugin_stores::LOG_FILE_NAME),
+            copy.path().join(portcullis_plugin_stores::LOG_FILE_NAME),
+        )
+        .unwrap();
+        FileMetadataStore::open(copy.path())
+            .unwrap()
+            .snapshot()
+            .unwrap()
+            .len()
+    }
+}
+
+#[test]
+fn acls_survive_reopen_and_changes_apply_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = AclAuthorizerConfig::new(vec![], false);
+    let ctx = common::ctx("User:b", "127.0.0.1");
+    let action = portcullis::authorizer::Action::new(Op::Write, Rt::Topic, "payments");
+    {
+        let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
+        let authorizer = AclAuthorizer::open(&config, store).unwrap();
+        assert_eq!(
+            authorizer.decide(&ctx, &action),
+            portcullis::authorizer::Decision::Denied
+        );
+        assert!(authorizer.create_acls(&corpus()).iter().all(Result::is_ok));
+        // Live: no reconnect, no reload.
+        assert_eq!(
+            authorizer.decide(&ctx, &action),
+            portcullis::authorizer::Decision::Allowed
+        );
+        authorizer
+            .delete_acls(&[filter(Rt::Topic, Some("other"), Pt::Prefixed)])
+            .unwrap();
+    }
+    let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
+    let authorizer = AclAuthorizer::open(&config, store).unwrap();
+    let expected: Vec<AclBinding> = sorted(
+        corpus()
+            .into_iter()
+            .filter(|b| b.pattern.name != "other")
+            .collect(),
+    );
+    assert_eq!(authorizer.describe_acls(&AclBindingFilter::any()), expected);
+    assert_eq!(
+        authorizer.decide(&ctx, &action),
+        portcullis::authorizer::Decision::Allowed
+    );
+}
+
+#[test]
+fn a_stored_acl_without_type_name_principal_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = FileMetadataStore::open(dir.path()).unwrap();
+        let mut bad = allow(Rt::Topic, Pt::Literal, "t", "User:a", Op::Read);
+        bad.entry.principal = "alice".into();
+        store
+            .append(&[MetadataRecord::Acl { binding: bad }])
+            .unwrap();
+    }
+    let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
+    let result = AclAuthorizer::open(&AclAuthorizerConfig::default(), store);
+    assert!(matches!(
+        result,
+        Err(AclAuthorizerError::InvalidStoredAcl { .. })
+    ));
+}
+
+#[test]
+fn registered_as_acl() {
+    let factory = portcullis::registry::authorizers()
+        .find(|f| f.name == "acl")
+        .expect("the acl authorizer is registered");
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MetadataStore> = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
+    let settings = portcullis::registry::AuthorizerSettings::new(vec!["User:admin".into()], false);
+    let authorizer = (factory.build)(&settings, Arc::clone(&store)).unwrap();
+    assert!(authorizer.acl_admin().is_some());
+    let bad = portcullis::registry::AuthorizerSettings::new(vec!["admin".into()], false);
+    assert!((factory.build)(&bad, store).is_err());
+}
