@@ -113,9 +113,9 @@ impl<'a> Checker<'a> {
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> bool {
-        let decision = self
-            .authorizer
-            .authorize_by_resource_type(self.context, operation, resource_type);
+        let decision =
+            self.authorizer
+                .authorize_by_resource_type(self.context, operation, resource_type);
         self.decisions.push(Checked::ResourceType {
             operation,
             resource_type,

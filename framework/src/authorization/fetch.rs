@@ -164,3 +164,117 @@ impl Merge {
         response.encode(ApiKey::Fetch, &body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest};
+
+    fn request(replica: i32) -> FetchRequest {
+        let topic = |name: &str| {
+            FetchTopic::default()
+                .with_topic(TopicName(s(name)))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(5),
+                    FetchPartition::default().with_partition(1),
+                ])
+        };
+        FetchRequest::default()
+            .with_replica_id(BrokerId(replica))
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![topic("a"), topic("b")])
+    }
+
+    #[test]
+    fn denied_topics_are_spliced_out_and_fetches_become_sessionless() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Topic, "a")
+            .arc();
+        for version in [4, 7, 11, 12] {
+            let mut req = request(-1);
+            if version >= 7 {
+                req = req
+                    .with_session_id(77)
+                    .with_session_epoch(3)
+                    .with_forgotten_topics_data(vec![ForgottenTopic::default()
+                        .with_topic(TopicName(s("z")))
+                        .with_partitions(vec![1])]);
+            }
+            if version >= 11 {
+                req = req.with_rack_id(s("r1"));
+            }
+            let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::Fetch, version, &req)));
+            let sent: FetchRequest = request_body(&out);
+            assert_eq!(sent.topics.len(), 1, "v{version}");
+            assert_eq!(sent.topics[0].topic.0.as_str(), "a");
+            assert_eq!(sent.topics[0].partitions[0].fetch_offset, 5);
+            if version >= 7 {
+                assert_eq!((sent.session_id, sent.session_epoch), (0, -1));
+            }
+            let upstream =
+                FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                    .with_topic(TopicName(s("a")))
+                    .with_partitions(vec![PartitionData::default()
+                        .with_partition_index(0)
+                        .with_high_watermark(9)
+                        .with_records(Some(Bytes::from_static(b"rec")))])]);
+            let merged = plan
+                .apply(response(ApiKey::Fetch, version, &upstream))
+                .unwrap();
+            let merged: FetchResponse = response_body(ApiKey::Fetch, version, &merged.frame);
+            assert_eq!(merged.responses.len(), 2);
+            assert_eq!(
+                merged.responses[0].partitions[0].records.as_deref(),
+                Some(&b"rec"[..])
+            );
+            let b = &merged.responses[1];
+            assert_eq!(b.topic.0.as_str(), "b");
+            assert_eq!(b.partitions.len(), 2);
+            assert!(b.partitions.iter().all(|p| p.error_code == 29));
+        }
+    }
+
+    #[test]
+    fn allowed_fetches_keep_their_bytes_except_the_session() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Topic, "*")
+            .arc();
+        let f = frame(ApiKey::Fetch, 4, &request(-1));
+        assert_eq!(forwarded(&run(&authz, &f)).0, f);
+        let f = frame(ApiKey::Fetch, 12, &request(-1).with_session_epoch(0));
+        let (out, plan) = forwarded(&run(&authz, &f));
+        assert!(plan.is_unchanged());
+        let sent: FetchRequest = request_body(&out);
+        assert_eq!(sent.session_epoch, -1);
+        assert_eq!(out.len(), f.len());
+    }
+
+    #[test]
+    fn follower_fetches_and_fully_denied_fetches_are_answered_locally() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Topic, "*")
+            .arc();
+        let r: FetchResponse = response_body(
+            ApiKey::Fetch,
+            12,
+            &responded(&run(&authz, &frame(ApiKey::Fetch, 12, &request(1)))),
+        );
+        assert_eq!(r.responses.len(), 2);
+        assert!(r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .all(|p| p.error_code == 29));
+        let none = AllowList::new().arc();
+        let r: FetchResponse = response_body(
+            ApiKey::Fetch,
+            7,
+            &responded(&run(&none, &frame(ApiKey::Fetch, 7, &request(-1)))),
+        );
+        assert_eq!(r.responses.len(), 2);
+    }
+}

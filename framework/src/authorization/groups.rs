@@ -1,21 +1,800 @@
-//! Group APIs.
+//! Consumer-group APIs, as Kafka's `KafkaApis` authorizes them:
+//! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat: READ on the group, else
+//!   the whole request fails with GROUP_AUTHORIZATION_FAILED. ConsumerGroupHeartbeat (KIP-848)
+//!   also needs DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED).
+//! - OffsetCommit: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), READ on
+//!   each topic (denied partitions TOPIC_AUTHORIZATION_FAILED).
+//! - OffsetFetch: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on each
+//!   topic: requested topics that are denied get TOPIC_AUTHORIZATION_FAILED, an all-topics fetch
+//!   lists only describable topics.
+//! - OffsetDelete: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic.
+//! - DescribeGroups, ConsumerGroupDescribe: DESCRIBE per group (denied groups get
+//!   GROUP_AUTHORIZATION_FAILED); authorized operations computed for this principal.
+//! - ListGroups: DESCRIBE on the cluster lists every group; otherwise only describable groups.
+//! - DeleteGroups: DELETE per group.
+//! - FindCoordinator: DESCRIBE on the group (GROUP key) or transactional id (TRANSACTION key).
+
 use bytes::Bytes;
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as CgDescribed;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DeleteGroupsResponse,
+    DescribeGroupsResponse, FindCoordinatorResponse, GroupId, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 
-use super::check::Checker;
-use super::wire::PlanError;
-use super::{Outcome, Refusal, Request, Response};
+use super::check::{Checker, Loud};
+use super::wire::{self, PlanError, Topics};
+use super::{Outcome, Refusal, Request, Response, Rewrite};
+use crate::acl::{AclOperation, ResourceType};
+use crate::errors::ErrorCode;
 
-macro_rules! stub { ($($f:ident),*) => { $(pub(crate) fn $f(_req: &Request<'_>, _chk: &mut Checker<'_>) -> Result<Outcome, Refusal> { Ok(Outcome::Close("not yet".into())) })* } }
-stub!(membership, offset_commit, offset_fetch, describe_groups, list_groups, delete_groups, find_coordinator, offset_delete, consumer_group_heartbeat, consumer_group_describe);
+const GROUP_DENIED: i16 = ErrorCode::GROUP_AUTHORIZATION_FAILED.0;
+const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
 
-#[derive(Clone, Debug, PartialEq, Eq)] pub(crate) struct OffsetCommitMerge {}
-#[derive(Clone, Debug, PartialEq, Eq)] pub(crate) struct OffsetFetchPlan {}
-#[derive(Clone, Debug, PartialEq, Eq)] pub(crate) struct DescribeGroupsMerge {}
-#[derive(Clone, Debug, PartialEq, Eq)] pub(crate) struct DeleteGroupsMerge {}
-#[derive(Clone, Debug, PartialEq, Eq)] pub(crate) struct FindCoordinatorMerge {}
-impl OffsetCommitMerge { pub(crate) fn apply(&self, r: &Response<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } }
-impl OffsetFetchPlan { pub(crate) fn apply(&self, r: &Response<'_>, _c: &mut Checker<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } }
-impl DescribeGroupsMerge { pub(crate) fn apply_describe_groups(&self, r: &Response<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } pub(crate) fn apply_consumer_group_describe(&self, r: &Response<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } }
-impl DeleteGroupsMerge { pub(crate) fn apply(&self, r: &Response<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } }
-impl FindCoordinatorMerge { pub(crate) fn apply(&self, r: &Response<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) } }
-pub(crate) fn filter_list_groups(r: &Response<'_>, _c: &mut Checker<'_>) -> Result<Bytes, PlanError> { Ok(r.frame.clone()) }
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+fn topic(s: &str) -> TopicName {
+    TopicName(text(s))
+}
+fn group(s: &str) -> GroupId {
+    GroupId(text(s))
+}
+
+/// JoinGroup, SyncGroup, Heartbeat, LeaveGroup: the group id is the first field of every version.
+pub(crate) fn membership(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let group_id = req.walk().string()?;
+    if chk.allowed(
+        AclOperation::Read,
+        ResourceType::Group,
+        &group_id,
+        Loud::Yes,
+    ) {
+        return Ok(req.unchanged());
+    }
+    match req.key {
+        ApiKey::JoinGroup => req.respond(
+            &JoinGroupResponse::default()
+                .with_error_code(GROUP_DENIED)
+                .with_generation_id(-1),
+        ),
+        ApiKey::SyncGroup => {
+            req.respond(&SyncGroupResponse::default().with_error_code(GROUP_DENIED))
+        }
+        ApiKey::Heartbeat => {
+            req.respond(&HeartbeatResponse::default().with_error_code(GROUP_DENIED))
+        }
+        _ => req.respond(&LeaveGroupResponse::default().with_error_code(GROUP_DENIED)),
+    }
+}
+
+/// ConsumerGroupHeartbeat (v0–1, flexible).
+pub(crate) fn consumer_group_heartbeat(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let group_id = w.string()?;
+    let _member_id = w.string()?;
+    let _member_epoch = w.i32()?;
+    let _instance_id = w.nullable_string()?;
+    let _rack_id = w.nullable_string()?;
+    let _rebalance_timeout_ms = w.i32()?;
+    let subscribed = w.strings()?.unwrap_or_default();
+    let deny = |code: ErrorCode, message: &str| {
+        req.respond(
+            &ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code.0)
+                .with_error_message(Some(text(message))),
+        )
+    };
+    if !chk.allowed(
+        AclOperation::Read,
+        ResourceType::Group,
+        &group_id,
+        Loud::Yes,
+    ) {
+        return deny(ErrorCode::GROUP_AUTHORIZATION_FAILED, "");
+    }
+    let describable = chk.allowed_names(
+        AclOperation::Describe,
+        ResourceType::Topic,
+        subscribed.iter().map(String::as_str),
+        Loud::Yes,
+    );
+    if subscribed.iter().any(|t| !describable.contains(t)) {
+        return deny(
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            "not authorized to describe some subscribed topics",
+        );
+    }
+    Ok(req.unchanged())
+}
+
+/// Denied partitions of OffsetCommit / OffsetDelete to put back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OffsetCommitMerge {
+    denied: Vec<(String, Vec<i32>)>,
+    delete: bool,
+}
+
+fn split_topics(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+    topics: &Topics,
+    respond: impl FnOnce(&[(String, Vec<i32>)], i16) -> Result<Outcome, Refusal>,
+    delete: bool,
+) -> Result<Outcome, Refusal> {
+    let allowed = chk.allowed_names(
+        AclOperation::Read,
+        ResourceType::Topic,
+        topics.entries.iter().map(|e| e.name.as_str()),
+        Loud::Yes,
+    );
+    let keep: Vec<bool> = topics
+        .entries
+        .iter()
+        .map(|e| allowed.contains(&e.name))
+        .collect();
+    if keep.iter().all(|k| *k) {
+        return Ok(req.unchanged());
+    }
+    let denied = topics.denied(&keep);
+    if keep.iter().all(|k| !*k) {
+        return respond(&denied, TOPIC_DENIED);
+    }
+    let mut edits = Vec::new();
+    topics.span.keep_only(&keep, &mut edits);
+    Ok(Outcome::Forward(
+        req.rewritten(edits),
+        Rewrite::OffsetCommit(OffsetCommitMerge { denied, delete }),
+    ))
+}
+
+/// OffsetCommit v2–9.
+pub(crate) fn offset_commit(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let v = req.version;
+    let mut w = req.walk();
+    let group_id = w.string()?;
+    let _generation = w.i32()?;
+    let _member_id = w.string()?;
+    if v >= 7 {
+        let _instance_id = w.nullable_string()?;
+    }
+    if v <= 4 {
+        let _retention_time_ms = w.i64()?;
+    }
+    let topics = wire::topic_array(&mut w, |w| {
+        let index = w.i32()?;
+        let _offset = w.i64()?;
+        if v >= 6 {
+            let _leader_epoch = w.i32()?;
+        }
+        let _metadata = w.nullable_string()?;
+        w.tags()?;
+        Ok(index)
+    })?;
+    w.tags()?;
+    w.finish()?;
+    let respond = |denied: &[(String, Vec<i32>)], code: i16| {
+        req.respond(&OffsetCommitResponse::default().with_topics(commit_entries(denied, code)))
+    };
+    if !chk.allowed(
+        AclOperation::Read,
+        ResourceType::Group,
+        &group_id,
+        Loud::Yes,
+    ) {
+        let all = topics.denied(&vec![false; topics.entries.len()]);
+        return respond(&all, GROUP_DENIED);
+    }
+    split_topics(req, chk, &topics, respond, false)
+}
+
+fn commit_entries(denied: &[(String, Vec<i32>)], code: i16) -> Vec<OffsetCommitResponseTopic> {
+    denied
+        .iter()
+        .map(|(name, partitions)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(topic(name))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(*p)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+fn delete_entries(denied: &[(String, Vec<i32>)], code: i16) -> Vec<OffsetDeleteResponseTopic> {
+    denied
+        .iter()
+        .map(|(name, partitions)| {
+            OffsetDeleteResponseTopic::default()
+                .with_name(topic(name))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(*p)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// OffsetDelete v0.
+pub(crate) fn offset_delete(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let group_id = w.string()?;
+    let topics = wire::topic_array(&mut w, |w| w.i32())?;
+    w.tags()?;
+    w.finish()?;
+    if !chk.allowed(
+        AclOperation::Delete,
+        ResourceType::Group,
+        &group_id,
+        Loud::Yes,
+    ) {
+        return req.respond(&OffsetDeleteResponse::default().with_error_code(GROUP_DENIED));
+    }
+    let respond = |denied: &[(String, Vec<i32>)], code: i16| {
+        req.respond(&OffsetDeleteResponse::default().with_topics(delete_entries(denied, code)))
+    };
+    split_topics(req, chk, &topics, respond, true)
+}
+
+impl OffsetCommitMerge {
+    pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
+        if self.delete {
+            let mut body: OffsetDeleteResponse = response.decode(ApiKey::OffsetDelete)?;
+            body.topics
+                .extend(delete_entries(&self.denied, TOPIC_DENIED));
+            response.encode(ApiKey::OffsetDelete, &body)
+        } else {
+            let mut body: OffsetCommitResponse = response.decode(ApiKey::OffsetCommit)?;
+            body.topics
+                .extend(commit_entries(&self.denied, TOPIC_DENIED));
+            response.encode(ApiKey::OffsetCommit, &body)
+        }
+    }
+}
+
+/// How to rewrite an OffsetFetch response: per group (in request order), whether it was denied
+/// and whether it asked for all topics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OffsetFetchPlan {
+    groups: Vec<FetchGroup>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FetchGroup {
+    id: String,
+    allowed: bool,
+    all_topics: bool,
+}
+
+/// The topics array of OffsetFetch: `[name, [partition_index]]`, nullable.
+fn fetch_topics(w: &mut wire::Walk<'_>) -> Result<Option<Vec<(String, Vec<i32>)>>, Refusal> {
+    let Some(n) = w.array_len()? else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let name = w.string()?;
+        let partitions = w.i32s()?;
+        w.tags()?;
+        out.push((name, partitions));
+    }
+    Ok(Some(out))
+}
+
+/// OffsetFetch v1–9. The request is read-only: it is forwarded whole and the response is
+/// rewritten (denied groups and topics replaced by their errors), except that a single denied
+/// group (v1–7) is answered locally.
+pub(crate) fn offset_fetch(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let v = req.version;
+    let mut w = req.walk();
+    let mut groups = Vec::new();
+    if v <= 7 {
+        let id = w.string()?;
+        let topics = fetch_topics(&mut w)?;
+        groups.push((id, topics));
+    } else {
+        let n = w.array_len_required()?;
+        for _ in 0..n {
+            let id = w.string()?;
+            if v >= 9 {
+                let _member_id = w.nullable_string()?;
+                let _member_epoch = w.i32()?;
+            }
+            let topics = fetch_topics(&mut w)?;
+            w.tags()?;
+            groups.push((id, topics));
+        }
+    }
+    if v >= 7 {
+        let _require_stable = w.bool()?;
+    }
+    w.tags()?;
+    w.finish()?;
+    let mut plan = OffsetFetchPlan { groups: Vec::new() };
+    for (id, topics) in &groups {
+        let allowed = chk.allowed(AclOperation::Describe, ResourceType::Group, id, Loud::Yes);
+        plan.groups.push(FetchGroup {
+            id: id.clone(),
+            allowed,
+            all_topics: topics.is_none(),
+        });
+    }
+    if v <= 7 && plan.groups.iter().all(|g| !g.allowed) {
+        // Kafka's error response: the top-level code (v2+), or each requested partition (v1).
+        let mut body = OffsetFetchResponse::default();
+        if v >= 2 {
+            body.error_code = GROUP_DENIED;
+        } else if let Some((_, Some(topics))) = groups.first() {
+            body.topics = fetch_topic_entries(topics, GROUP_DENIED);
+        }
+        return req.respond(&body);
+    }
+    Ok(Outcome::Forward(
+        req.frame.clone(),
+        Rewrite::OffsetFetch(plan),
+    ))
+}
+
+fn fetch_topic_entries(topics: &[(String, Vec<i32>)], code: i16) -> Vec<OffsetFetchResponseTopic> {
+    topics
+        .iter()
+        .map(|(name, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(topic(name))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(*p)
+                                .with_committed_offset(-1)
+                                .with_metadata(Some(text("")))
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+impl OffsetFetchPlan {
+    pub(crate) fn apply(
+        &self,
+        response: &Response<'_>,
+        chk: &mut Checker<'_>,
+    ) -> Result<Bytes, PlanError> {
+        let mut body: OffsetFetchResponse = response.decode(ApiKey::OffsetFetch)?;
+        if response.version <= 7 {
+            if let Some(g) = self.groups.first() {
+                let names: Vec<String> = body.topics.iter().map(|t| t.name.0.to_string()).collect();
+                let loud = if g.all_topics {
+                    Loud::IfAllowed
+                } else {
+                    Loud::Yes
+                };
+                let ok = chk.allowed_names(
+                    AclOperation::Describe,
+                    ResourceType::Topic,
+                    names.iter().map(String::as_str),
+                    loud,
+                );
+                if g.all_topics {
+                    body.topics.retain(|t| ok.contains(t.name.0.as_str()));
+                } else {
+                    for t in &mut body.topics {
+                        if !ok.contains(t.name.0.as_str()) {
+                            for p in &mut t.partitions {
+                                p.committed_offset = -1;
+                                p.committed_leader_epoch = -1;
+                                p.metadata = Some(text(""));
+                                p.error_code = TOPIC_DENIED;
+                            }
+                        }
+                    }
+                }
+            }
+            return response.encode(ApiKey::OffsetFetch, &body);
+        }
+        for g in &mut body.groups {
+            let Some(plan) = self.groups.iter().find(|p| p.id == g.group_id.0.as_str()) else {
+                // A group the client did not ask about: never pass it on.
+                *g = OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_error_code(GROUP_DENIED);
+                continue;
+            };
+            if !plan.allowed {
+                *g = OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_error_code(GROUP_DENIED);
+                continue;
+            }
+            let names: Vec<String> = g.topics.iter().map(|t| t.name.0.to_string()).collect();
+            let loud = if plan.all_topics {
+                Loud::IfAllowed
+            } else {
+                Loud::Yes
+            };
+            let ok = chk.allowed_names(
+                AclOperation::Describe,
+                ResourceType::Topic,
+                names.iter().map(String::as_str),
+                loud,
+            );
+            if plan.all_topics {
+                g.topics.retain(|t| ok.contains(t.name.0.as_str()));
+            } else {
+                for t in &mut g.topics {
+                    if !ok.contains(t.name.0.as_str()) {
+                        t.partitions = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_committed_offset(-1)
+                                    .with_metadata(Some(text("")))
+                                    .with_error_code(TOPIC_DENIED)
+                            })
+                            .collect();
+                    }
+                }
+            }
+        }
+        response.encode(ApiKey::OffsetFetch, &body)
+    }
+}
+
+/// Groups denied DESCRIBE, and whether to recompute authorized operations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DescribeGroupsMerge {
+    denied: Vec<String>,
+    include_operations: bool,
+}
+
+fn describe_split(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+    consumer: bool,
+) -> Result<Outcome, Refusal> {
+    let v = req.version;
+    let mut w = req.walk();
+    let (span, groups) = wire::string_array(&mut w)?;
+    let include_operations = if consumer || v >= 3 { w.bool()? } else { false };
+    w.tags()?;
+    w.finish()?;
+    let allowed = chk.allowed_names(
+        AclOperation::Describe,
+        ResourceType::Group,
+        groups.iter().map(String::as_str),
+        Loud::Yes,
+    );
+    let keep: Vec<bool> = groups.iter().map(|g| allowed.contains(g)).collect();
+    let denied: Vec<String> = groups
+        .iter()
+        .filter(|g| !allowed.contains(*g))
+        .cloned()
+        .collect();
+    let merge = DescribeGroupsMerge {
+        denied,
+        include_operations,
+    };
+    if !keep.is_empty() && keep.iter().all(|k| !*k) {
+        return if consumer {
+            req.respond(&ConsumerGroupDescribeResponse::default().with_groups(merge.cg_entries()))
+        } else {
+            req.respond(&DescribeGroupsResponse::default().with_groups(merge.entries()))
+        };
+    }
+    let frame = if keep.iter().all(|k| *k) {
+        req.frame.clone()
+    } else {
+        let mut edits = Vec::new();
+        span.keep_only(&keep, &mut edits);
+        req.rewritten(edits)
+    };
+    // Always rewritten: authorized operations must describe this principal.
+    let rewrite = if consumer {
+        Rewrite::ConsumerGroupDescribe(merge)
+    } else {
+        Rewrite::DescribeGroups(merge)
+    };
+    Ok(Outcome::Forward(frame, rewrite))
+}
+
+/// DescribeGroups v0–6.
+pub(crate) fn describe_groups(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Outcome, Refusal> {
+    describe_split(req, chk, false)
+}
+
+/// ConsumerGroupDescribe v0–1.
+pub(crate) fn consumer_group_describe(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Outcome, Refusal> {
+    describe_split(req, chk, true)
+}
+
+impl DescribeGroupsMerge {
+    fn entries(&self) -> Vec<DescribedGroup> {
+        self.denied
+            .iter()
+            .map(|g| {
+                DescribedGroup::default()
+                    .with_group_id(group(g))
+                    .with_error_code(GROUP_DENIED)
+                    .with_authorized_operations(i32::MIN)
+            })
+            .collect()
+    }
+
+    fn cg_entries(&self) -> Vec<CgDescribed> {
+        self.denied
+            .iter()
+            .map(|g| {
+                CgDescribed::default()
+                    .with_group_id(group(g))
+                    .with_error_code(GROUP_DENIED)
+                    .with_authorized_operations(i32::MIN)
+            })
+            .collect()
+    }
+
+    fn operations(&self, chk: &mut Checker<'_>, id: &str, error_code: i16) -> i32 {
+        if self.include_operations && error_code == 0 {
+            chk.authorized_operations(ResourceType::Group, id)
+        } else {
+            i32::MIN
+        }
+    }
+
+    pub(crate) fn apply_describe_groups(
+        &self,
+        response: &Response<'_>,
+        chk: &mut Checker<'_>,
+    ) -> Result<Bytes, PlanError> {
+        let mut body: DescribeGroupsResponse = response.decode(ApiKey::DescribeGroups)?;
+        for g in &mut body.groups {
+            g.authorized_operations = self.operations(chk, g.group_id.0.as_str(), g.error_code);
+        }
+        body.groups.extend(self.entries());
+        response.encode(ApiKey::DescribeGroups, &body)
+    }
+
+    pub(crate) fn apply_consumer_group_describe(
+        &self,
+        response: &Response<'_>,
+        chk: &mut Checker<'_>,
+    ) -> Result<Bytes, PlanError> {
+        let mut body: ConsumerGroupDescribeResponse =
+            response.decode(ApiKey::ConsumerGroupDescribe)?;
+        for g in &mut body.groups {
+            g.authorized_operations = self.operations(chk, g.group_id.0.as_str(), g.error_code);
+        }
+        body.groups.extend(self.cg_entries());
+        response.encode(ApiKey::ConsumerGroupDescribe, &body)
+    }
+}
+
+/// ListGroups: DESCRIBE on the cluster (not logged when denied) lists everything.
+pub(crate) fn list_groups(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    if chk.cluster(AclOperation::Describe, Loud::IfAllowed) {
+        Ok(req.unchanged())
+    } else {
+        Ok(Outcome::Forward(req.frame.clone(), Rewrite::ListGroups))
+    }
+}
+
+/// Keeps the groups this principal may DESCRIBE (denials not logged).
+pub(crate) fn filter_list_groups(
+    response: &Response<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Bytes, PlanError> {
+    let mut body: ListGroupsResponse = response.decode(ApiKey::ListGroups)?;
+    let names: Vec<String> = body
+        .groups
+        .iter()
+        .map(|g| g.group_id.0.to_string())
+        .collect();
+    let ok = chk.allowed_names(
+        AclOperation::Describe,
+        ResourceType::Group,
+        names.iter().map(String::as_str),
+        Loud::IfAllowed,
+    );
+    body.groups.retain(|g| ok.contains(g.group_id.0.as_str()));
+    response.encode(ApiKey::ListGroups, &body)
+}
+
+/// Groups denied DELETE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DeleteGroupsMerge {
+    denied: Vec<String>,
+}
+
+impl DeleteGroupsMerge {
+    fn entries(&self) -> Vec<DeletableGroupResult> {
+        self.denied
+            .iter()
+            .map(|g| {
+                DeletableGroupResult::default()
+                    .with_group_id(group(g))
+                    .with_error_code(GROUP_DENIED)
+            })
+            .collect()
+    }
+
+    pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
+        let mut body: DeleteGroupsResponse = response.decode(ApiKey::DeleteGroups)?;
+        body.results.extend(self.entries());
+        response.encode(ApiKey::DeleteGroups, &body)
+    }
+}
+
+/// DeleteGroups v0–2.
+pub(crate) fn delete_groups(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let (span, groups) = wire::string_array(&mut w)?;
+    w.tags()?;
+    w.finish()?;
+    let allowed = chk.allowed_names(
+        AclOperation::Delete,
+        ResourceType::Group,
+        groups.iter().map(String::as_str),
+        Loud::Yes,
+    );
+    let keep: Vec<bool> = groups.iter().map(|g| allowed.contains(g)).collect();
+    if keep.iter().all(|k| *k) {
+        return Ok(req.unchanged());
+    }
+    let merge = DeleteGroupsMerge {
+        denied: groups
+            .iter()
+            .filter(|g| !allowed.contains(*g))
+            .cloned()
+            .collect(),
+    };
+    if keep.iter().all(|k| !*k) {
+        return req.respond(&DeleteGroupsResponse::default().with_results(merge.entries()));
+    }
+    let mut edits = Vec::new();
+    span.keep_only(&keep, &mut edits);
+    Ok(Outcome::Forward(
+        req.rewritten(edits),
+        Rewrite::DeleteGroups(merge),
+    ))
+}
+
+/// Coordinator keys denied, with their error codes (v4+ batches).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FindCoordinatorMerge {
+    denied: Vec<(String, i16)>,
+}
+
+impl FindCoordinatorMerge {
+    fn entries(&self) -> Vec<Coordinator> {
+        self.denied
+            .iter()
+            .map(|(key, code)| {
+                Coordinator::default()
+                    .with_key(text(key))
+                    .with_node_id(kafka_protocol::messages::BrokerId(-1))
+                    .with_host(text(""))
+                    .with_port(-1)
+                    .with_error_code(*code)
+            })
+            .collect()
+    }
+
+    pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
+        let mut body: FindCoordinatorResponse = response.decode(ApiKey::FindCoordinator)?;
+        body.coordinators.extend(self.entries());
+        response.encode(ApiKey::FindCoordinator, &body)
+    }
+}
+
+/// The error for a coordinator key, or `None` when allowed. Key types: 0 GROUP (DESCRIBE group),
+/// 1 TRANSACTION (DESCRIBE transactional id); share-group keys (2) need CLUSTER_ACTION, which a
+/// client never has here; anything else is INVALID_REQUEST.
+fn coordinator_error(chk: &mut Checker<'_>, key_type: i8, key: &str) -> Option<ErrorCode> {
+    match key_type {
+        0 => (!chk.allowed(AclOperation::Describe, ResourceType::Group, key, Loud::Yes))
+            .then_some(ErrorCode::GROUP_AUTHORIZATION_FAILED),
+        1 => (!chk.allowed(
+            AclOperation::Describe,
+            ResourceType::TransactionalId,
+            key,
+            Loud::Yes,
+        ))
+        .then_some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        2 => Some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED),
+        _ => Some(ErrorCode::INVALID_REQUEST),
+    }
+}
+
+/// FindCoordinator v0–6.
+pub(crate) fn find_coordinator(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Outcome, Refusal> {
+    let v = req.version;
+    let mut w = req.walk();
+    if v <= 3 {
+        let key = w.string()?;
+        let key_type = if v >= 1 { w.i8()? } else { 0 };
+        w.tags()?;
+        w.finish()?;
+        return match coordinator_error(chk, key_type, &key) {
+            None => Ok(req.unchanged()),
+            Some(code) => req.respond(
+                &FindCoordinatorResponse::default()
+                    .with_error_code(code.0)
+                    .with_node_id(kafka_protocol::messages::BrokerId(-1))
+                    .with_host(text(""))
+                    .with_port(-1),
+            ),
+        };
+    }
+    let key_type = w.i8()?;
+    let (span, keys) = wire::string_array(&mut w)?;
+    w.tags()?;
+    w.finish()?;
+    let mut keep = Vec::new();
+    let mut denied = Vec::new();
+    for key in &keys {
+        match coordinator_error(chk, key_type, key) {
+            None => keep.push(true),
+            Some(code) => {
+                keep.push(false);
+                denied.push((key.clone(), code.0));
+            }
+        }
+    }
+    if denied.is_empty() {
+        return Ok(req.unchanged());
+    }
+    let merge = FindCoordinatorMerge { denied };
+    if keep.iter().all(|k| !*k) {
+        return req.respond(&FindCoordinatorResponse::default().with_coordinators(merge.entries()));
+    }
+    let mut edits = Vec::new();
+    span.keep_only(&keep, &mut edits);
+    Ok(Outcome::Forward(
+        req.rewritten(edits),
+        Rewrite::FindCoordinator(merge),
+    ))
+}

@@ -124,10 +124,11 @@ pub fn enforce(
 pub fn authorizable_versions(api_key: i16) -> Option<(i16, i16)> {
     let key = ApiKey::try_from(api_key).ok()?;
     match mapping(key) {
-        Mapping::Enforced { max, .. } => {
+        Mapping::Enforced { min, max, .. } => {
             let range = key.valid_versions();
             let max = max.map_or(range.max, |m| m.min(range.max));
-            (range.min <= max).then_some((range.min, max))
+            let min = min.map_or(range.min, |m| m.max(range.min));
+            (min <= max).then_some((min, max))
         }
         Mapping::Refused(_) => None,
     }
@@ -193,13 +194,19 @@ impl From<Malformed> for Refusal {
 type Enforcer = fn(&Request<'_>, &mut Checker<'_>) -> Result<Outcome, Refusal>;
 
 enum Mapping {
-    /// Authorized by this function, for versions up to `max` (None: every version kafka-protocol knows).
-    Enforced { enforce: Enforcer, max: Option<i16> },
+    /// Authorized by this function, for versions from `min` up to `max` (None: the bound
+    /// kafka-protocol knows).
+    Enforced {
+        enforce: Enforcer,
+        min: Option<i16>,
+        max: Option<i16>,
+    },
     /// Never forwarded: why.
     Refused(&'static str),
 }
 
-const INTER_BROKER: &str = "an inter-broker or controller API (CLUSTER_ACTION); clients may not send it";
+const INTER_BROKER: &str =
+    "an inter-broker or controller API (CLUSTER_ACTION); clients may not send it";
 const SECURITY: &str = "a security API; Portcullis serves it locally or not at all";
 const NOT_MAPPED: &str = "no authorization mapping yet; refused (fail closed)";
 
@@ -207,28 +214,34 @@ const NOT_MAPPED: &str = "no authorization mapping yet; refused (fail closed)";
 /// kafka-protocol fails to compile until someone decides what Kafka checks for it.
 fn mapping(key: ApiKey) -> Mapping {
     use ApiKey::*;
-    let on = |enforce: Enforcer| Mapping::Enforced { enforce, max: None };
+    let on = |enforce: Enforcer| Mapping::Enforced {
+        enforce,
+        min: None,
+        max: None,
+    };
+    let upto = |enforce: Enforcer, max: i16| Mapping::Enforced {
+        enforce,
+        min: None,
+        max: Some(max),
+    };
     match key {
-        Produce => Mapping::Enforced {
-            enforce: produce::enforce,
-            max: Some(12), // v13 names topics by id only
-        },
-        Fetch => Mapping::Enforced {
-            enforce: fetch::enforce,
-            max: Some(12), // v13+ names topics by id only
-        },
+        // v13 names topics by id only.
+        Produce => upto(produce::enforce, 12),
+        // v13+ names topics by id only.
+        Fetch => upto(fetch::enforce, 12),
         ListOffsets => on(offsets::list_offsets),
         OffsetForLeaderEpoch => on(offsets::offset_for_leader_epoch),
-        Metadata => on(metadata::enforce),
+        // Before v4 the request cannot turn auto-creation off, so a principal without CREATE
+        // could create topics through Portcullis' identity.
+        Metadata => Mapping::Enforced {
+            enforce: metadata::enforce,
+            min: Some(4),
+            max: None,
+        },
         JoinGroup | SyncGroup | Heartbeat | LeaveGroup => on(groups::membership),
-        OffsetCommit => Mapping::Enforced {
-            enforce: groups::offset_commit,
-            max: Some(9), // v10 names topics by id only
-        },
-        OffsetFetch => Mapping::Enforced {
-            enforce: groups::offset_fetch,
-            max: Some(9), // v10 names topics by id only
-        },
+        // v10 names topics by id only.
+        OffsetCommit => upto(groups::offset_commit, 9),
+        OffsetFetch => upto(groups::offset_fetch, 9),
         DescribeGroups => on(groups::describe_groups),
         ListGroups => on(groups::list_groups),
         DeleteGroups => on(groups::delete_groups),
@@ -249,26 +262,63 @@ fn mapping(key: ApiKey) -> Mapping {
         // Kafka checks nothing for these beyond authentication.
         GetTelemetrySubscriptions | PushTelemetry => on(cluster::unchecked),
 
-        CreateTopics | DeleteTopics | CreatePartitions | DeleteRecords | DescribeConfigs
-        | AlterConfigs | IncrementalAlterConfigs | DescribeTopicPartitions | InitProducerId
-        | AddPartitionsToTxn | AddOffsetsToTxn | EndTxn | TxnOffsetCommit | DescribeProducers
-        | DescribeTransactions | ListTransactions | ListConfigResources => {
-            Mapping::Refused(NOT_MAPPED)
-        }
+        CreateTopics
+        | DeleteTopics
+        | CreatePartitions
+        | DeleteRecords
+        | DescribeConfigs
+        | AlterConfigs
+        | IncrementalAlterConfigs
+        | DescribeTopicPartitions
+        | InitProducerId
+        | AddPartitionsToTxn
+        | AddOffsetsToTxn
+        | EndTxn
+        | TxnOffsetCommit
+        | DescribeProducers
+        | DescribeTransactions
+        | ListTransactions
+        | ListConfigResources => Mapping::Refused(NOT_MAPPED),
         // Share groups (KIP-932): not mapped yet.
-        ShareGroupHeartbeat | ShareGroupDescribe | ShareFetch | ShareAcknowledge
-        | DescribeShareGroupOffsets | AlterShareGroupOffsets | DeleteShareGroupOffsets => {
-            Mapping::Refused(NOT_MAPPED)
-        }
-        SaslHandshake | ApiVersions | SaslAuthenticate | DescribeAcls | CreateAcls | DeleteAcls
-        | CreateDelegationToken | RenewDelegationToken | ExpireDelegationToken
-        | DescribeDelegationToken | DescribeUserScramCredentials | AlterUserScramCredentials
+        ShareGroupHeartbeat
+        | ShareGroupDescribe
+        | ShareFetch
+        | ShareAcknowledge
+        | DescribeShareGroupOffsets
+        | AlterShareGroupOffsets
+        | DeleteShareGroupOffsets => Mapping::Refused(NOT_MAPPED),
+        SaslHandshake
+        | ApiVersions
+        | SaslAuthenticate
+        | DescribeAcls
+        | CreateAcls
+        | DeleteAcls
+        | CreateDelegationToken
+        | RenewDelegationToken
+        | ExpireDelegationToken
+        | DescribeDelegationToken
+        | DescribeUserScramCredentials
+        | AlterUserScramCredentials
         | Envelope => Mapping::Refused(SECURITY),
-        WriteTxnMarkers | Vote | BeginQuorumEpoch | EndQuorumEpoch | AlterPartition
-        | FetchSnapshot | BrokerRegistration | BrokerHeartbeat | UnregisterBroker
-        | AllocateProducerIds | ControllerRegistration | AssignReplicasToDirs | AddRaftVoter
-        | RemoveRaftVoter | UpdateRaftVoter | InitializeShareGroupState
-        | ReadShareGroupState | WriteShareGroupState | DeleteShareGroupState
+        WriteTxnMarkers
+        | Vote
+        | BeginQuorumEpoch
+        | EndQuorumEpoch
+        | AlterPartition
+        | FetchSnapshot
+        | BrokerRegistration
+        | BrokerHeartbeat
+        | UnregisterBroker
+        | AllocateProducerIds
+        | ControllerRegistration
+        | AssignReplicasToDirs
+        | AddRaftVoter
+        | RemoveRaftVoter
+        | UpdateRaftVoter
+        | InitializeShareGroupState
+        | ReadShareGroupState
+        | WriteShareGroupState
+        | DeleteShareGroupState
         | ReadShareGroupStateSummary => Mapping::Refused(INTER_BROKER),
     }
 }
@@ -279,7 +329,10 @@ fn enforce_inner(
     frame: &Bytes,
 ) -> Result<Outcome, Refusal> {
     let Ok(key) = ApiKey::try_from(header.api_key) else {
-        return Ok(Outcome::Close(format!("unknown API key {}", header.api_key)));
+        return Ok(Outcome::Close(format!(
+            "unknown API key {}",
+            header.api_key
+        )));
     };
     let Some((min, max)) = authorizable_versions(header.api_key) else {
         let why = match mapping(key) {
@@ -394,11 +447,13 @@ impl ResponsePlan {
             Rewrite::Metadata(p) => p.apply(&response, &mut checker)?,
             Rewrite::OffsetCommit(m) => m.apply(&response)?,
             Rewrite::OffsetFetch(p) => p.apply(&response, &mut checker)?,
-            Rewrite::DescribeGroups(m) => m.apply_describe_groups(&response)?,
+            Rewrite::DescribeGroups(m) => m.apply_describe_groups(&response, &mut checker)?,
             Rewrite::ListGroups => groups::filter_list_groups(&response, &mut checker)?,
             Rewrite::DeleteGroups(m) => m.apply(&response)?,
             Rewrite::FindCoordinator(m) => m.apply(&response)?,
-            Rewrite::ConsumerGroupDescribe(m) => m.apply_consumer_group_describe(&response)?,
+            Rewrite::ConsumerGroupDescribe(m) => {
+                m.apply_consumer_group_describe(&response, &mut checker)?
+            }
             Rewrite::DescribeCluster { include_operations } => {
                 cluster::describe_cluster_response(&response, *include_operations, &mut checker)?
             }

@@ -97,7 +97,9 @@ pub(crate) fn list_offsets(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<O
         req,
         &topics,
         &keep,
-        |denied| req.respond(&ListOffsetsResponse::default().with_topics(list_offsets_entries(denied))),
+        |denied| {
+            req.respond(&ListOffsetsResponse::default().with_topics(list_offsets_entries(denied)))
+        },
         Rewrite::ListOffsets,
     )
 }
@@ -152,9 +154,7 @@ pub(crate) fn offset_for_leader_epoch(
         &topics,
         &keep,
         |denied| {
-            req.respond(
-                &OffsetForLeaderEpochResponse::default().with_topics(epoch_entries(denied)),
-            )
+            req.respond(&OffsetForLeaderEpochResponse::default().with_topics(epoch_entries(denied)))
         },
         Rewrite::OffsetForLeaderEpoch,
     )
@@ -197,5 +197,115 @@ impl Overwrite {
             response.decode(ApiKey::OffsetForLeaderEpoch)?;
         body.topics.extend(epoch_entries(&self.denied));
         response.encode(ApiKey::OffsetForLeaderEpoch, &body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, OffsetForLeaderEpochRequest};
+
+    #[test]
+    fn list_offsets_needs_describe_per_topic() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Topic, "b")
+            .arc();
+        let topic = |n: &str| {
+            ListOffsetsTopic::default()
+                .with_name(TopicName(s(n)))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(3)
+                    .with_timestamp(-1)])
+        };
+        for version in [1, 4, 6, 10] {
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![topic("a"), topic("b"), topic("c")]);
+            let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::ListOffsets, version, &req)));
+            let sent: ListOffsetsRequest = request_body(&out);
+            let names: Vec<_> = sent.topics.iter().map(|t| t.name.0.to_string()).collect();
+            assert_eq!(names, ["b"], "v{version}");
+            let upstream = ListOffsetsResponse::default()
+                .with_topics(list_offsets_entries(&[("b".into(), vec![3])]));
+            let mut upstream = upstream;
+            upstream.topics[0].partitions[0].error_code = 0;
+            upstream.topics[0].partitions[0].offset = 100;
+            let merged = plan
+                .apply(response(ApiKey::ListOffsets, version, &upstream))
+                .unwrap();
+            let merged: ListOffsetsResponse =
+                response_body(ApiKey::ListOffsets, version, &merged.frame);
+            let got: Vec<_> = merged
+                .topics
+                .iter()
+                .map(|t| (t.name.0.to_string(), t.partitions[0].error_code))
+                .collect();
+            assert_eq!(got, [("b".into(), 0), ("a".into(), 29), ("c".into(), 29)]);
+            assert_eq!(merged.topics[0].partitions[0].offset, 100);
+        }
+        let none = AllowList::new().arc();
+        let req = ListOffsetsRequest::default().with_topics(vec![topic("a")]);
+        let r: ListOffsetsResponse = response_body(
+            ApiKey::ListOffsets,
+            6,
+            &responded(&run(&none, &frame(ApiKey::ListOffsets, 6, &req))),
+        );
+        assert_eq!(r.topics[0].partitions[0].error_code, 29);
+    }
+
+    #[test]
+    fn offset_for_leader_epoch_cluster_action_covers_all_topics() {
+        let req = OffsetForLeaderEpochRequest::default().with_topics(vec![
+            OffsetForLeaderTopic::default()
+                .with_topic(TopicName(s("a")))
+                .with_partitions(vec![OffsetForLeaderPartition::default().with_partition(0)]),
+            OffsetForLeaderTopic::default()
+                .with_topic(TopicName(s("b")))
+                .with_partitions(vec![OffsetForLeaderPartition::default().with_partition(1)]),
+        ]);
+        let cluster = AllowList::new()
+            .allow(
+                AclOperation::ClusterAction,
+                ResourceType::Cluster,
+                "kafka-cluster",
+            )
+            .arc();
+        let f = frame(ApiKey::OffsetForLeaderEpoch, 4, &req);
+        assert_eq!(forwarded(&run(&cluster, &f)).0, f);
+        let topic_b = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Topic, "b")
+            .arc();
+        for version in [2, 3, 4] {
+            let f = frame(ApiKey::OffsetForLeaderEpoch, version, &req);
+            let e = run(&topic_b, &f);
+            let (out, plan) = forwarded(&e);
+            let sent: OffsetForLeaderEpochRequest = request_body(&out);
+            assert_eq!(sent.topics.len(), 1);
+            assert_eq!(sent.topics[0].topic.0.as_str(), "b");
+            let merged = plan
+                .apply(response(
+                    ApiKey::OffsetForLeaderEpoch,
+                    version,
+                    &OffsetForLeaderEpochResponse::default(),
+                ))
+                .unwrap();
+            let merged: OffsetForLeaderEpochResponse =
+                response_body(ApiKey::OffsetForLeaderEpoch, version, &merged.frame);
+            assert_eq!(merged.topics[0].topic.0.as_str(), "a");
+            assert_eq!(merged.topics[0].partitions[0].error_code, 29);
+            // The CLUSTER_ACTION probe is not logged when denied.
+            match &e.decisions[0] {
+                super::super::Checked::Action { action, .. } => {
+                    assert_eq!(action.operation, AclOperation::ClusterAction);
+                    assert!(!action.log_if_denied);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

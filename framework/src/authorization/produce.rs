@@ -101,7 +101,9 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
             None => false,
         };
         if !allowed {
-            let all = parsed.topics.denied(&vec![false; parsed.topics.entries.len()]);
+            let all = parsed
+                .topics
+                .denied(&vec![false; parsed.topics.entries.len()]);
             return deny_all(
                 req,
                 &parsed,
@@ -226,11 +228,18 @@ mod tests {
             .with_transactional_id(txn.map(|t| TransactionalId(s(t))))
             .with_acks(acks)
             .with_timeout_ms(1000)
-            .with_topic_data(vec![topic("a", &[0, 1]), topic("b", &[0]), topic("c", &[2])])
+            .with_topic_data(vec![
+                topic("a", &[0, 1]),
+                topic("b", &[0]),
+                topic("c", &[2]),
+            ])
     }
 
     fn names(req: &ProduceRequest) -> Vec<String> {
-        req.topic_data.iter().map(|t| t.name.0.to_string()).collect()
+        req.topic_data
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .collect()
     }
 
     #[test]
@@ -246,16 +255,18 @@ mod tests {
             let sent: ProduceRequest = request_body(&out);
             assert_eq!(names(&sent), ["a", "c"], "v{version}");
             assert_eq!(sent.topic_data[0].partition_data.len(), 2);
-            assert_eq!(sent.topic_data[1].partition_data[0].records, Some(batch(false)));
+            assert_eq!(
+                sent.topic_data[1].partition_data[0].records,
+                Some(batch(false))
+            );
             assert_eq!(e.decisions.len(), 3);
 
-            let upstream = ProduceResponse::default().with_responses(vec![
-                TopicProduceResponse::default()
+            let upstream =
+                ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
                     .with_name(TopicName(s("a")))
                     .with_partition_responses(vec![PartitionProduceResponse::default()
                         .with_index(0)
-                        .with_base_offset(42)]),
-            ]);
+                        .with_base_offset(42)])]);
             let merged = plan
                 .apply(response(ApiKey::Produce, version, &upstream))
                 .unwrap();

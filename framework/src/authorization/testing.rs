@@ -65,7 +65,11 @@ impl Authorizer for AllowList {
             .map(|a| {
                 let ok = self.allows(a.operation, a.resource.resource_type, &a.resource.name);
                 Authorization {
-                    decision: if ok { Decision::Allowed } else { Decision::Denied },
+                    decision: if ok {
+                        Decision::Allowed
+                    } else {
+                        Decision::Denied
+                    },
                     rule: DecidingRule::DefaultDeny,
                 }
             })

@@ -267,6 +267,20 @@ pub(crate) fn topic_array(
     Ok(topics)
 }
 
+/// Reads an array of strings, recording each element's span.
+pub(crate) fn string_array(walk: &mut Walk<'_>) -> Result<(ArraySpan, Vec<String>), Malformed> {
+    let start = walk.pos();
+    let count = walk.array_len_required()?;
+    let mut span = ArraySpan::begin(walk, start);
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let at = walk.pos();
+        out.push(walk.string()?);
+        span.elements.push(at..walk.pos());
+    }
+    Ok((span, out))
+}
+
 /// Replace `range` of the body with `replacement`.
 #[derive(Clone, Debug)]
 pub(crate) struct Edit {
@@ -337,8 +351,8 @@ pub(crate) fn decode_response<T: Decodable>(
 ) -> Result<(ResponseHeader, T), PlanError> {
     let err = || PlanError::Decode { api, version };
     let mut buf = frame.clone();
-    let header =
-        ResponseHeader::decode(&mut buf, api.response_header_version(version)).map_err(|_| err())?;
+    let header = ResponseHeader::decode(&mut buf, api.response_header_version(version))
+        .map_err(|_| err())?;
     let body = T::decode(&mut buf, version).map_err(|_| err())?;
     Ok((header, body))
 }
