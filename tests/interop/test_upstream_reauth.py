@@ -5,7 +5,7 @@ Kafka admin user) before their sessions end.
 
 A Java producer sends 100 records/s through Portcullis for 60 s (the client side has no session
 lifetime, so anything that breaks is the upstream side). Proof that the upstream connections were
-re-authenticated rather than replaced: the upstream connections Portcullis holds (read from /proc)
+re-authenticated rather than replaced: the upstream connections Portcullis holds (from the kernel)
 live through the whole run, none that carried traffic ends early, the client never loses a
 connection or retries a send, and Portcullis logs no warning or error.
 """
@@ -75,6 +75,8 @@ def test_upstream_connections_are_reauthenticated_for_60s(upstream_reauth_portcu
     clients = tracker.accepted_on(portcullis_ports(p))
     seen = (f"upstream connections: {describe(upstream)}\nclient connections: {describe(clients)}\n"
             f"producer: {produced}")
+
+    print(seen)  # evidence for the junit log (pytest shows it with -rP)
 
     # The client saw nothing: no failed send, no retry, no lost connection.
     cm = produced["client_metrics"]
