@@ -242,3 +242,118 @@ pub(crate) fn describe_cluster_response(
     };
     response.encode(ApiKey::DescribeCluster, &body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::alter_client_quotas_request::{
+        EntityData as ReqEntity, EntryData as ReqEntry, OpData,
+    };
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{
+        AlterClientQuotasRequest, DescribeClusterRequest, DescribeQuorumRequest,
+        ElectLeadersRequest, ListPartitionReassignmentsRequest,
+    };
+
+    #[test]
+    fn cluster_operations_are_checked_and_denied_with_31() {
+        let none = AllowList::new().arc();
+        let alter = AllowList::new()
+            .allow(AclOperation::Alter, ResourceType::Cluster, CLUSTER_NAME)
+            .arc();
+        for version in [0, 1, 2] {
+            let req = ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                TopicPartitions::default()
+                    .with_topic(TopicName(text("t")))
+                    .with_partitions(vec![1, 2]),
+            ]));
+            let f = frame(ApiKey::ElectLeaders, version, &req);
+            assert_eq!(forwarded(&run(&alter, &f)).0, f);
+            let r: ElectLeadersResponse =
+                response_body(ApiKey::ElectLeaders, version, &responded(&run(&none, &f)));
+            assert_eq!(r.replica_election_results[0].partition_result.len(), 2);
+            assert_eq!(
+                r.replica_election_results[0].partition_result[0].error_code,
+                31
+            );
+            if version >= 1 {
+                assert_eq!(r.error_code, 31);
+            }
+        }
+        let f = frame(
+            ApiKey::ListPartitionReassignments,
+            0,
+            &ListPartitionReassignmentsRequest::default(),
+        );
+        // ALTER implies DESCRIBE (Kafka's implication rule, reproduced by the test authorizer).
+        assert_eq!(forwarded(&run(&alter, &f)).0, f);
+        let r: ListPartitionReassignmentsResponse = response_body(
+            ApiKey::ListPartitionReassignments,
+            0,
+            &responded(&run(&none, &f)),
+        );
+        assert_eq!(r.error_code, 31);
+        for version in [0, 1, 2] {
+            let f = frame(
+                ApiKey::DescribeQuorum,
+                version,
+                &DescribeQuorumRequest::default(),
+            );
+            let r: DescribeQuorumResponse =
+                response_body(ApiKey::DescribeQuorum, version, &responded(&run(&none, &f)));
+            assert_eq!(r.error_code, 31);
+        }
+        for version in [0, 1] {
+            let req = AlterClientQuotasRequest::default().with_entries(vec![ReqEntry::default()
+                .with_entity(vec![ReqEntity::default()
+                    .with_entity_type(text("user"))
+                    .with_entity_name(Some(text("bob")))])
+                .with_ops(vec![OpData::default()
+                    .with_key(text("producer_byte_rate"))
+                    .with_value(1.5)])]);
+            let f = frame(ApiKey::AlterClientQuotas, version, &req);
+            let r: AlterClientQuotasResponse = response_body(
+                ApiKey::AlterClientQuotas,
+                version,
+                &responded(&run(&alter, &f)),
+            );
+            assert_eq!(r.entries[0].error_code, 31);
+            assert_eq!(r.entries[0].entity[0].entity_name.as_deref(), Some("bob"));
+        }
+    }
+
+    #[test]
+    fn describe_cluster_operations_are_this_principals() {
+        let describe = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Cluster, CLUSTER_NAME)
+            .allow(AclOperation::Alter, ResourceType::Cluster, CLUSTER_NAME)
+            .arc();
+        for version in [0, 1, 2] {
+            let req =
+                DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+            let f = frame(ApiKey::DescribeCluster, version, &req);
+            let (out, plan) = forwarded(&run(&describe, &f));
+            assert_eq!(out, f);
+            let upstream =
+                DescribeClusterResponse::default().with_cluster_authorized_operations(-1);
+            let merged = plan
+                .apply(response(ApiKey::DescribeCluster, version, &upstream))
+                .unwrap();
+            let merged: DescribeClusterResponse =
+                response_body(ApiKey::DescribeCluster, version, &merged.frame);
+            assert_eq!(merged.cluster_authorized_operations, (1 << 8) | (1 << 7));
+        }
+        let none = AllowList::new().arc();
+        let req =
+            DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+        let (_, plan) = forwarded(&run(&none, &frame(ApiKey::DescribeCluster, 1, &req)));
+        let upstream = DescribeClusterResponse::default().with_cluster_authorized_operations(-1);
+        let merged = plan
+            .apply(response(ApiKey::DescribeCluster, 1, &upstream))
+            .unwrap();
+        let merged: DescribeClusterResponse =
+            response_body(ApiKey::DescribeCluster, 1, &merged.frame);
+        assert_eq!(merged.cluster_authorized_operations, 0);
+    }
+}

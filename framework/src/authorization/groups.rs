@@ -798,3 +798,442 @@ pub(crate) fn find_coordinator(
         Rewrite::FindCoordinator(merge),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::Verdict;
+    use super::*;
+    use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as CgGroup;
+    use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+    use kafka_protocol::messages::list_groups_response::ListedGroup;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseTopics;
+    use kafka_protocol::messages::{
+        ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
+        DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+    };
+
+    fn g(name: &str) -> GroupId {
+        GroupId(s(name))
+    }
+
+    #[test]
+    fn membership_apis_need_read_on_the_group() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Group, "ok")
+            .arc();
+        for version in [0, 5, 6, 9] {
+            let ok = frame(
+                ApiKey::JoinGroup,
+                version,
+                &JoinGroupRequest::default().with_group_id(g("ok")),
+            );
+            assert_eq!(forwarded(&run(&authz, &ok)).0, ok);
+            let no = frame(
+                ApiKey::JoinGroup,
+                version,
+                &JoinGroupRequest::default().with_group_id(g("no")),
+            );
+            let r: JoinGroupResponse =
+                response_body(ApiKey::JoinGroup, version, &responded(&run(&authz, &no)));
+            assert_eq!(r.error_code, 30);
+        }
+        for version in [0, 4, 5] {
+            let no = frame(
+                ApiKey::SyncGroup,
+                version,
+                &SyncGroupRequest::default().with_group_id(g("no")),
+            );
+            let r: SyncGroupResponse =
+                response_body(ApiKey::SyncGroup, version, &responded(&run(&authz, &no)));
+            assert_eq!(r.error_code, 30);
+            let no = frame(
+                ApiKey::LeaveGroup,
+                version,
+                &LeaveGroupRequest::default().with_group_id(g("no")),
+            );
+            let r: LeaveGroupResponse =
+                response_body(ApiKey::LeaveGroup, version, &responded(&run(&authz, &no)));
+            assert_eq!(r.error_code, 30);
+        }
+        let no = frame(
+            ApiKey::Heartbeat,
+            4,
+            &HeartbeatRequest::default().with_group_id(g("no")),
+        );
+        let r: HeartbeatResponse =
+            response_body(ApiKey::Heartbeat, 4, &responded(&run(&authz, &no)));
+        assert_eq!(r.error_code, 30);
+    }
+
+    #[test]
+    fn consumer_group_heartbeat_needs_describe_on_subscribed_topics() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Group, "ok")
+            .allow(AclOperation::Describe, ResourceType::Topic, "t1")
+            .arc();
+        let req = |topics: &[&str]| {
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(g("ok"))
+                .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(s(t))).collect()))
+        };
+        for version in [0, 1] {
+            let f = frame(ApiKey::ConsumerGroupHeartbeat, version, &req(&["t1"]));
+            assert_eq!(forwarded(&run(&authz, &f)).0, f);
+            let f = frame(ApiKey::ConsumerGroupHeartbeat, version, &req(&["t1", "t2"]));
+            let r: ConsumerGroupHeartbeatResponse = response_body(
+                ApiKey::ConsumerGroupHeartbeat,
+                version,
+                &responded(&run(&authz, &f)),
+            );
+            assert_eq!(r.error_code, 29);
+        }
+    }
+
+    fn commit(group: &str) -> OffsetCommitRequest {
+        let topic = |n: &str| {
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(n)))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(2)
+                    .with_committed_offset(10)
+                    .with_committed_metadata(Some(s("m")))])
+        };
+        OffsetCommitRequest::default()
+            .with_group_id(g(group))
+            .with_member_id(s("m1"))
+            .with_topics(vec![topic("a"), topic("b")])
+    }
+
+    #[test]
+    fn offset_commit_needs_read_on_group_and_topics() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Read, ResourceType::Group, "ok")
+            .allow(AclOperation::Read, ResourceType::Topic, "b")
+            .arc();
+        for version in [2, 5, 7, 8, 9] {
+            let (out, plan) = forwarded(&run(
+                &authz,
+                &frame(ApiKey::OffsetCommit, version, &commit("ok")),
+            ));
+            let sent: OffsetCommitRequest = request_body(&out);
+            assert_eq!(sent.topics.len(), 1, "v{version}");
+            assert_eq!(sent.topics[0].name.0.as_str(), "b");
+            assert_eq!(sent.topics[0].partitions[0].committed_offset, 10);
+            let merged = plan
+                .apply(response(
+                    ApiKey::OffsetCommit,
+                    version,
+                    &OffsetCommitResponse::default(),
+                ))
+                .unwrap();
+            let merged: OffsetCommitResponse =
+                response_body(ApiKey::OffsetCommit, version, &merged.frame);
+            assert_eq!(merged.topics[0].name.0.as_str(), "a");
+            assert_eq!(merged.topics[0].partitions[0].error_code, 29);
+
+            let r: OffsetCommitResponse = response_body(
+                ApiKey::OffsetCommit,
+                version,
+                &responded(&run(
+                    &authz,
+                    &frame(ApiKey::OffsetCommit, version, &commit("no")),
+                )),
+            );
+            assert_eq!(r.topics.len(), 2);
+            assert!(r
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.error_code == 30));
+        }
+    }
+
+    #[test]
+    fn offset_fetch_hides_denied_groups_and_topics() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Group, "ok")
+            .allow(AclOperation::Describe, ResourceType::Topic, "a")
+            .arc();
+        // v1–7: one group; explicit topics.
+        for version in [1, 2, 6, 7] {
+            let req = OffsetFetchRequest::default()
+                .with_group_id(g("ok"))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s("a")))
+                        .with_partition_indexes(vec![0]),
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s("b")))
+                        .with_partition_indexes(vec![0]),
+                ]));
+            let f = frame(ApiKey::OffsetFetch, version, &req);
+            let (out, plan) = forwarded(&run(&authz, &f));
+            assert_eq!(out, f);
+            let upstream = OffsetFetchResponse::default().with_topics(
+                ["a", "b"]
+                    .iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s(t)))
+                            .with_partitions(vec![
+                                OffsetFetchResponsePartition::default().with_committed_offset(55)
+                            ])
+                    })
+                    .collect(),
+            );
+            let merged = plan
+                .apply(response(ApiKey::OffsetFetch, version, &upstream))
+                .unwrap();
+            let merged: OffsetFetchResponse =
+                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+            assert_eq!(merged.topics[0].partitions[0].committed_offset, 55);
+            assert_eq!(merged.topics[1].partitions[0].committed_offset, -1);
+            assert_eq!(merged.topics[1].partitions[0].error_code, 29);
+            let denied = frame(ApiKey::OffsetFetch, version, &req.with_group_id(g("no")));
+            let r: OffsetFetchResponse = response_body(
+                ApiKey::OffsetFetch,
+                version,
+                &responded(&run(&authz, &denied)),
+            );
+            if version >= 2 {
+                assert_eq!(r.error_code, 30);
+            } else {
+                assert!(r
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .all(|p| p.error_code == 30));
+            }
+        }
+        // v8–9: several groups, all-topics fetch filtered.
+        for version in [8, 9] {
+            let req = OffsetFetchRequest::default().with_groups(vec![
+                OffsetFetchRequestGroup::default()
+                    .with_group_id(g("ok"))
+                    .with_topics(None),
+                OffsetFetchRequestGroup::default()
+                    .with_group_id(g("no"))
+                    .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(s("a")))
+                        .with_partition_indexes(vec![0])])),
+            ]);
+            let (_, plan) = forwarded(&run(&authz, &frame(ApiKey::OffsetFetch, version, &req)));
+            let topics = |names: &[&str]| -> Vec<OffsetFetchResponseTopics> {
+                names
+                    .iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(TopicName(s(t)))
+                            .with_partitions(vec![
+                                OffsetFetchResponsePartitions::default().with_committed_offset(55)
+                            ])
+                    })
+                    .collect()
+            };
+            let upstream = OffsetFetchResponse::default().with_groups(vec![
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g("ok"))
+                    .with_topics(topics(&["a", "b"])),
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g("no"))
+                    .with_topics(topics(&["a"])),
+            ]);
+            let merged = plan
+                .apply(response(ApiKey::OffsetFetch, version, &upstream))
+                .unwrap();
+            let merged: OffsetFetchResponse =
+                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+            let ok = &merged.groups[0];
+            assert_eq!(ok.topics.len(), 1);
+            assert_eq!(ok.topics[0].name.0.as_str(), "a");
+            let no = &merged.groups[1];
+            assert_eq!(no.error_code, 30);
+            assert!(no.topics.is_empty());
+        }
+    }
+
+    #[test]
+    fn describe_groups_per_group_errors_and_operations_for_this_principal() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Group, "ok")
+            .arc();
+        for version in [0, 3, 5, 6] {
+            let req = DescribeGroupsRequest::default()
+                .with_groups(vec![g("ok"), g("no")])
+                .with_include_authorized_operations(version >= 3);
+            let (out, plan) =
+                forwarded(&run(&authz, &frame(ApiKey::DescribeGroups, version, &req)));
+            let sent: DescribeGroupsRequest = request_body(&out);
+            assert_eq!(sent.groups, vec![g("ok")]);
+            let mut upstream = DescribeGroupsResponse::default()
+                .with_groups(vec![DescribedGroup::default().with_group_id(g("ok"))]);
+            if version >= 3 {
+                upstream.groups[0].authorized_operations = -1;
+            }
+            let merged = plan
+                .apply(response(ApiKey::DescribeGroups, version, &upstream))
+                .unwrap();
+            let merged: DescribeGroupsResponse =
+                response_body(ApiKey::DescribeGroups, version, &merged.frame);
+            assert_eq!(merged.groups[1].group_id, g("no"));
+            assert_eq!(merged.groups[1].error_code, 30);
+            if version >= 3 {
+                assert_eq!(merged.groups[0].authorized_operations, 1 << 8);
+            }
+        }
+        let req = ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![g("no")])
+            .with_include_authorized_operations(true);
+        let r: ConsumerGroupDescribeResponse = response_body(
+            ApiKey::ConsumerGroupDescribe,
+            0,
+            &responded(&run(&authz, &frame(ApiKey::ConsumerGroupDescribe, 0, &req))),
+        );
+        assert_eq!(r.groups[0].error_code, 30);
+        let req = req.with_group_ids(vec![g("ok")]);
+        let (_, plan) = forwarded(&run(&authz, &frame(ApiKey::ConsumerGroupDescribe, 1, &req)));
+        let upstream =
+            ConsumerGroupDescribeResponse::default().with_groups(vec![CgGroup::default()
+                .with_group_id(g("ok"))
+                .with_authorized_operations(-1)]);
+        let merged = plan
+            .apply(response(ApiKey::ConsumerGroupDescribe, 1, &upstream))
+            .unwrap();
+        let merged: ConsumerGroupDescribeResponse =
+            response_body(ApiKey::ConsumerGroupDescribe, 1, &merged.frame);
+        assert_eq!(merged.groups[0].authorized_operations, 1 << 8);
+    }
+
+    #[test]
+    fn list_groups_is_filtered_without_cluster_describe() {
+        let upstream = ListGroupsResponse::default().with_groups(vec![
+            ListedGroup::default().with_group_id(g("ok")),
+            ListedGroup::default().with_group_id(g("no")),
+        ]);
+        let authz = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Group, "ok")
+            .arc();
+        for version in [0, 3, 5] {
+            let (_, plan) = forwarded(&run(
+                &authz,
+                &frame(ApiKey::ListGroups, version, &ListGroupsRequest::default()),
+            ));
+            let merged = plan
+                .apply(response(ApiKey::ListGroups, version, &upstream))
+                .unwrap();
+            let merged: ListGroupsResponse =
+                response_body(ApiKey::ListGroups, version, &merged.frame);
+            assert_eq!(merged.groups.len(), 1);
+            assert_eq!(merged.groups[0].group_id, g("ok"));
+        }
+        let cluster = AllowList::new()
+            .allow(
+                AclOperation::Describe,
+                ResourceType::Cluster,
+                "kafka-cluster",
+            )
+            .arc();
+        let (_, plan) = forwarded(&run(
+            &cluster,
+            &frame(ApiKey::ListGroups, 4, &ListGroupsRequest::default()),
+        ));
+        assert!(plan.is_unchanged());
+    }
+
+    #[test]
+    fn delete_groups_per_group() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Delete, ResourceType::Group, "ok")
+            .arc();
+        for version in [0, 1, 2] {
+            let req = DeleteGroupsRequest::default().with_groups_names(vec![g("no"), g("ok")]);
+            let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteGroups, version, &req)));
+            let sent: DeleteGroupsRequest = request_body(&out);
+            assert_eq!(sent.groups_names, vec![g("ok")]);
+            let merged = plan
+                .apply(response(
+                    ApiKey::DeleteGroups,
+                    version,
+                    &DeleteGroupsResponse::default(),
+                ))
+                .unwrap();
+            let merged: DeleteGroupsResponse =
+                response_body(ApiKey::DeleteGroups, version, &merged.frame);
+            assert_eq!(merged.results[0].group_id, g("no"));
+            assert_eq!(merged.results[0].error_code, 30);
+        }
+    }
+
+    #[test]
+    fn find_coordinator_by_key_type() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Group, "ok")
+            .allow(AclOperation::Write, ResourceType::TransactionalId, "tx")
+            .arc();
+        for version in [0, 1, 2, 3] {
+            let f = frame(
+                ApiKey::FindCoordinator,
+                version,
+                &FindCoordinatorRequest::default().with_key(s("ok")),
+            );
+            assert_eq!(forwarded(&run(&authz, &f)).0, f);
+            let f = frame(
+                ApiKey::FindCoordinator,
+                version,
+                &FindCoordinatorRequest::default().with_key(s("no")),
+            );
+            let r: FindCoordinatorResponse = response_body(
+                ApiKey::FindCoordinator,
+                version,
+                &responded(&run(&authz, &f)),
+            );
+            assert_eq!(r.error_code, 30);
+        }
+        let f = frame(
+            ApiKey::FindCoordinator,
+            3,
+            &FindCoordinatorRequest::default()
+                .with_key(s("other"))
+                .with_key_type(1),
+        );
+        let r: FindCoordinatorResponse =
+            response_body(ApiKey::FindCoordinator, 3, &responded(&run(&authz, &f)));
+        assert_eq!(r.error_code, 53);
+        for version in [4, 5, 6] {
+            let req = FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![s("no"), s("ok")]);
+            let (out, plan) =
+                forwarded(&run(&authz, &frame(ApiKey::FindCoordinator, version, &req)));
+            let sent: FindCoordinatorRequest = request_body(&out);
+            assert_eq!(sent.coordinator_keys, vec![s("ok")]);
+            let merged = plan
+                .apply(response(
+                    ApiKey::FindCoordinator,
+                    version,
+                    &FindCoordinatorResponse::default(),
+                ))
+                .unwrap();
+            let merged: FindCoordinatorResponse =
+                response_body(ApiKey::FindCoordinator, version, &merged.frame);
+            assert_eq!(merged.coordinators[0].key.as_str(), "no");
+            assert_eq!(merged.coordinators[0].error_code, 30);
+            let share = frame(
+                ApiKey::FindCoordinator,
+                version,
+                &req.clone()
+                    .with_key_type(2)
+                    .with_coordinator_keys(vec![s("g:t:0")]),
+            );
+            assert!(matches!(run(&authz, &share).verdict, Verdict::Respond(_)));
+        }
+    }
+}
