@@ -170,3 +170,26 @@ pub(crate) fn responded(e: &Enforcement) -> Bytes {
 pub(crate) fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
+
+/// Answers every action the same way.
+pub(crate) struct Fixed(pub(crate) Decision);
+
+impl Authorizer for Fixed {
+    fn authorize(&self, _: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
+        actions
+            .iter()
+            .map(|_| Authorization {
+                decision: self.0,
+                rule: DecidingRule::DefaultDeny,
+            })
+            .collect()
+    }
+    fn authorize_by_resource_type(
+        &self,
+        _: &RequestContext,
+        _: AclOperation,
+        _: ResourceType,
+    ) -> Decision {
+        self.0
+    }
+}
