@@ -9,7 +9,7 @@
 # prints the broker log when start-up fails, kafka_dump_log prints it later on demand.
 #
 # After kafka_start these are exported:
-#   KAFKA_BOOTSTRAP        127.0.0.1:<port>  PLAINTEXT listener (Portcullis' upstream; no authorizer)
+#   KAFKA_BOOTSTRAP        127.0.0.1:<port>  PLAINTEXT listener (Portcullis' upstream; ANONYMOUS is a super user)
 #   KAFKA_SASL_BOOTSTRAP   127.0.0.1:<port>  SASL_PLAINTEXT listener: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN
 #   KAFKA_SASL_REAUTH_BOOTSTRAP  127.0.0.1:<port>  a second SASL_PLAINTEXT listener (named REAUTH), the
 #                          same mechanisms and users, with connections.max.reauth.ms=$KAFKA_REAUTH_MS
