@@ -86,10 +86,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 public final class Differential {
     /** Upper bound for one client call; an operation is a handful of calls. */
-    static final int CALL_MS = 6_000;
-    static final Duration POLL_BUDGET = Duration.ofSeconds(8);
+    static final int CALL_MS = 10_000;
+    static final Duration POLL_BUDGET = Duration.ofSeconds(10);
     static final int FIXTURE_RECORDS = 3;
     static final String ADMIN = "admin";
+    /** Wall-clock budget for one pass over the table on one target (a pass takes ~25 s on Kafka). */
+    static final long TARGET_BUDGET_S = Long.parseLong(System.getenv().getOrDefault("DIFFERENTIAL_BUDGET_S", "420"));
 
     // ------------------------------------------------------------------------------------------
     // The table
@@ -569,8 +571,14 @@ public final class Differential {
             Runner runner = new Runner(target, names);
             List<AclBinding> current = List.of();
             boolean aclsKnown = true;
+            long budgetEnd = started + TimeUnit.SECONDS.toNanos(TARGET_BUDGET_S);
             for (Scenario s : scenarios) {
                 long t0 = System.nanoTime();
+                if (t0 > budgetEnd) {
+                    // A target that answers with timeouts must not hold the suite for half an hour.
+                    outcomes.put(s.id(), "NOT_RUN (target exceeded " + TARGET_BUDGET_S + " s)");
+                    continue;
+                }
                 String outcome;
                 List<AclBinding> wanted = s.acls().stream().map(a -> a.binding(names)).toList();
                 try {
@@ -610,7 +618,7 @@ public final class Differential {
             Runner.get(admin.createAcls(wanted).all());
         }
         Set<AclBinding> want = new HashSet<>(wanted);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (true) {
             Set<AclBinding> have = new HashSet<>(Runner.get(admin.describeAcls(AclBindingFilter.ANY).values()));
             if (have.equals(want)) {
@@ -645,13 +653,21 @@ public final class Differential {
             Thread.sleep(100);
         }
         Runner r = new Runner(target, names);
-        try (var p = r.producer(ADMIN, Map.of())) {
+        // Retries on: a just-created partition may still answer NOT_LEADER; every record must land, or
+        // the scenarios that read or delete records would measure the fixture, not the authorizer.
+        Map<String, Object> retrying = Map.of(ProducerConfig.RETRIES_CONFIG, "10",
+                ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "1");
+        try (var p = r.producer(ADMIN, retrying)) {
+            List<java.util.concurrent.Future<?>> sent = new ArrayList<>();
             for (String t : tnames) {
                 for (int i = 0; i < FIXTURE_RECORDS; i++) {
-                    p.send(new ProducerRecord<>(t, "k" + i, "v" + i));
+                    sent.add(p.send(new ProducerRecord<>(t, "k" + i, "v" + i)));
                 }
             }
             p.flush();
+            for (var f : sent) {
+                f.get(CALL_MS, TimeUnit.MILLISECONDS);
+            }
         }
         for (var g : fx.groups().entrySet()) {
             TopicPartition tp = new TopicPartition(names.of(g.getValue()), 0);
