@@ -34,8 +34,6 @@ pub enum Checked {
 pub(crate) enum Loud {
     /// Log allowed and denied.
     Yes,
-    /// Log neither (filtering).
-    Quiet,
     /// Log only when allowed (Kafka's `logIfDenied = false` on an optional privilege).
     IfAllowed,
 }
@@ -167,7 +165,6 @@ impl<'a> Checker<'a> {
 fn with_loudness(action: Action, loud: Loud) -> Action {
     match loud {
         Loud::Yes => action,
-        Loud::Quiet => action.quiet(),
         Loud::IfAllowed => {
             let mut action = action;
             action.log_if_denied = false;

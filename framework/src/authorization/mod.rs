@@ -7,8 +7,8 @@
 //! 1. [`enforce`] reads the client's body with the bounds-checked reader (never kafka-protocol's
 //!    decoder: it preallocates from wire lengths), asks the [`Authorizer`], and answers
 //!    [`Verdict::Forward`] (maybe with denied entries spliced out of the bytes the client sent),
-//!    [`Verdict::Respond`] (everything denied: a locally built response with Kafka's error codes),
-//!    [`Verdict::NoResponse`] or [`Verdict::Close`].
+//!    [`Verdict::Respond`] (everything denied: a locally built response with Kafka's error codes)
+//!    or [`Verdict::Close`].
 //! 2. A forwarded request carries a [`ResponsePlan`]. The host calls [`ResponsePlan::apply`] on the
 //!    upstream response before queueing it: the plan puts back the entries denied locally (with
 //!    their error codes), drops what the principal may not see, and recomputes authorized-operations
@@ -24,7 +24,7 @@ mod metadata;
 mod offsets;
 mod produce;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod wire;
 
 use std::sync::Arc;
@@ -33,8 +33,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::authorizer::{Authorizer, RequestContext};
+use crate::protocol::api::is_security_api;
 use crate::protocol::header::RequestHeader;
 use crate::protocol::reader::Malformed;
+use crate::protocol::versions::ApiVersionTable;
 
 pub use check::Checked;
 pub use wire::PlanError;
@@ -67,8 +69,6 @@ pub enum Verdict {
     },
     /// Nothing may be forwarded: answer the client with this locally built response.
     Respond(Bytes),
-    /// Nothing may be forwarded and the client expects no answer (Produce with `acks=0`).
-    NoResponse,
     /// Close the connection: a body that does not parse, an API that is not authorizable, or
     /// Kafka's own reaction (Produce `acks=0` with an authorization error).
     Close(String),
@@ -102,7 +102,6 @@ pub fn enforce(
             },
         },
         Ok(Outcome::Respond(bytes)) => Verdict::Respond(bytes),
-        Ok(Outcome::NoResponse) => Verdict::NoResponse,
         Ok(Outcome::Close(reason)) => Verdict::Close(reason),
         Err(Refusal::Malformed(e)) => Verdict::Close(e.to_string()),
         Err(Refusal::Encode(e)) => Verdict::Close(e.to_string()),
@@ -132,6 +131,21 @@ pub fn authorizable_versions(api_key: i16) -> Option<(i16, i16)> {
         }
         Mapping::Refused(_) => None,
     }
+}
+
+/// What to advertise in front of an authorizer: `table` with every upstream-bound API limited to
+/// the versions [`enforce`] can authorize, and the APIs it refuses dropped (a client should not
+/// be offered an API that closes its connection). Security APIs (served locally) are kept as they
+/// are.
+pub fn restrict_versions(table: &ApiVersionTable) -> ApiVersionTable {
+    ApiVersionTable::from_ranges(table.iter().filter_map(|(key, min, max)| {
+        if is_security_api(key) {
+            return Some((key, min, max));
+        }
+        let (lo, hi) = authorizable_versions(key)?;
+        let (min, max) = (min.max(lo), max.min(hi));
+        (min <= max).then_some((key, min, max))
+    }))
 }
 
 /// A parsed request as the per-API modules see it.
@@ -174,7 +188,6 @@ impl<'a> Request<'a> {
 pub(crate) enum Outcome {
     Forward(Bytes, Rewrite),
     Respond(Bytes),
-    NoResponse,
     Close(String),
 }
 

@@ -94,11 +94,6 @@ impl<'a> Walk<'a> {
             .ok_or(Malformed("bytes"))
     }
 
-    /// BYTES / COMPACT_BYTES / RECORDS, nullable: skipped.
-    pub(crate) fn skip_nullable_bytes(&mut self) -> Result<(), Malformed> {
-        self.nullable_bytes().map(|_| ())
-    }
-
     /// An array length, `None` for a null array.
     pub(crate) fn array_len(&mut self) -> Result<Option<usize>, Malformed> {
         self.reader.any_array_len(self.flexible)
@@ -138,28 +133,6 @@ impl<'a> Walk<'a> {
         } else {
             Ok(())
         }
-    }
-
-    /// Reads a tagged-field section, returning `(tag, bytes)` pairs (for the few requests whose
-    /// tagged fields matter to authorization).
-    pub(crate) fn tagged_fields(&mut self) -> Result<Vec<(u32, &'a [u8])>, Malformed> {
-        let mut out = Vec::new();
-        if !self.flexible {
-            return Ok(out);
-        }
-        let count = self.reader.uvarint()?;
-        for _ in 0..count {
-            let tag = self.reader.uvarint()?;
-            let size = self.reader.uvarint()? as usize;
-            let start = self.pos();
-            self.reader.skip(size)?;
-            let value = self
-                .body
-                .get(start..self.pos())
-                .ok_or(Malformed("tagged field"))?;
-            out.push((tag, value));
-        }
-        Ok(out)
     }
 
     /// Fails unless the whole body was read: a request we cannot account for byte by byte is not

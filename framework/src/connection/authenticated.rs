@@ -6,6 +6,8 @@ use kafka_protocol::messages::ApiKey;
 
 use super::{reauth, responses};
 use super::{Action, CloseReason, Connection, Forwarded, Session, State};
+use crate::authorization::{self, ResponsePlan, Verdict};
+use crate::authorizer::RequestContext;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
@@ -110,6 +112,16 @@ fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Byt
             .route(&RequestInfo::new(api_key, version, &session.principal));
     match decision {
         Route::Upstream { .. } => {
+            let (frame, plan) = match &conn.config.authorizer {
+                None => (frame, ResponsePlan::unchanged()),
+                Some(authorizer) => match authorize(conn, &session, authorizer, header, &frame) {
+                    Verdict::Forward { frame, plan } => (frame, plan),
+                    Verdict::Respond(bytes) => {
+                        return (State::Authenticated(session), vec![Action::Respond(bytes)])
+                    }
+                    Verdict::Close(reason) => return close(CloseReason::InvalidRequest(reason)),
+                },
+            };
             let expects_response = if api_key == PRODUCE {
                 produce::expects_response(
                     version,
@@ -124,6 +136,7 @@ fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Byt
                 correlation_id,
                 expects_response,
                 frame,
+                plan,
             };
             (
                 State::Authenticated(session),
@@ -168,6 +181,27 @@ fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Byt
             )))],
         ),
     }
+}
+
+/// Authorization of an upstream-bound request (kept apart from routing; see
+/// [`crate::authorization`]).
+fn authorize(
+    conn: &Connection,
+    session: &Session,
+    authorizer: &std::sync::Arc<dyn crate::authorizer::Authorizer>,
+    header: &RequestHeader,
+    frame: &Bytes,
+) -> Verdict {
+    let context = RequestContext::new(
+        session.principal.clone(),
+        conn.client_address,
+        conn.config.listener.clone(),
+        header.api_key,
+        header.api_version,
+        header.correlation_id,
+    )
+    .with_client_id(header.client_id.clone());
+    authorization::enforce(authorizer, &context, header, frame).verdict
 }
 
 fn respond(

@@ -22,6 +22,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
+use crate::authorization::ResponsePlan;
+use crate::authorizer::Authorizer;
 use crate::events::EventBus;
 use crate::forwarding::ForwardingPolicy;
 use crate::local::LocalHandler;
@@ -69,6 +71,9 @@ pub struct ConnectionConfig {
     pub metrics: Arc<SecurityMetrics>,
     /// Security APIs answered locally (beyond SASL and ApiVersions).
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
+    /// Authorizes every request routed upstream (`crate::authorization`); `None` forwards
+    /// without checks, like a Kafka broker without an authorizer.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
 }
 
 impl ConnectionConfig {
@@ -96,7 +101,16 @@ impl ConnectionConfig {
             sessions: ReauthScheduler::new(),
             metrics: Arc::new(SecurityMetrics::default()),
             local_handlers: Vec::new(),
+            authorizer: None,
         }
+    }
+
+    /// Authorizes upstream-bound requests with `authorizer` (Kafka's per-API checks, see
+    /// [`crate::authorization`]). The host must then pass each upstream response through
+    /// [`Forwarded::plan`] and advertise only [`crate::authorization::restrict_versions`].
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
     }
 
     /// Adds locally served security APIs. Their versions must also be in the advertised table
@@ -206,8 +220,13 @@ pub struct Forwarded {
     pub correlation_id: i32,
     /// Whether the upstream will answer (false for Produce with `acks=0`).
     pub expects_response: bool,
-    /// The frame exactly as the client sent it.
+    /// The frame to send upstream: as the client sent it, or with the entries the authorizer
+    /// denied spliced out.
     pub frame: Bytes,
+    /// What the host must do with the upstream response before queueing it:
+    /// `plan.apply(response_frame)` (skippable when `plan.is_unchanged()`); an error closes the
+    /// client connection.
+    pub plan: ResponsePlan,
 }
 
 /// Why a connection is closed without a response.

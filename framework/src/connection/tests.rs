@@ -321,7 +321,10 @@ fn a_newer_api_versions_after_authentication_gets_unsupported_version() {
     );
     assert_eq!(cid, 6);
     assert_eq!(body.error_code, 35);
-    assert!(c.session().is_some(), "the connection stays open for the retry");
+    assert!(
+        c.session().is_some(),
+        "the connection stays open for the retry"
+    );
 }
 
 #[test]
@@ -348,8 +351,77 @@ fn authenticated_requests_are_forwarded_unchanged() {
             api_version: 1,
             correlation_id: 9,
             expects_response: true,
-            frame: metadata
+            frame: metadata,
+            plan: crate::authorization::ResponsePlan::unchanged(),
         })]
+    );
+}
+
+#[test]
+fn with_an_authorizer_upstream_requests_are_enforced() {
+    use crate::acl::{AclOperation, ResourceType};
+    use crate::authorization::testing::AllowList;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+
+    let (cfg, _events) = config();
+    let Ok(cfg) = Arc::try_unwrap(cfg) else {
+        panic!("config is shared")
+    };
+    let authz = AllowList::new()
+        .allow(AclOperation::Write, ResourceType::Topic, "a")
+        .arc();
+    let cfg = Arc::new(cfg.with_authorizer(authz));
+    let mut c = Connection::new(cfg, IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let produce = |topics: &[&str]| {
+        ProduceRequest::default().with_acks(-1).with_topic_data(
+            topics
+                .iter()
+                .map(|t| {
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string((*t).into())))
+                        .with_partition_data(vec![PartitionProduceData::default()])
+                })
+                .collect(),
+        )
+    };
+    // Partly denied: forwarded without "b", with a plan that puts "b" back.
+    match c
+        .handle_frame(request(ApiKey::Produce, 9, 4, &produce(&["a", "b"])), 0)
+        .as_slice()
+    {
+        [Action::Forward(f)] => {
+            assert!(!f.plan.is_unchanged());
+            assert!(f.expects_response);
+            let h = crate::protocol::header::parse(&f.frame).unwrap();
+            let mut body = f.frame.slice(h.header_len..);
+            let sent = ProduceRequest::decode(&mut body, 9).unwrap();
+            assert_eq!(sent.topic_data.len(), 1);
+        }
+        other => panic!("expected a forward, got {other:?}"),
+    }
+    // Wholly denied: answered locally.
+    let actions = c.handle_frame(request(ApiKey::Produce, 9, 5, &produce(&["b"])), 0);
+    let (cid, r): (_, ProduceResponse) = response(ApiKey::Produce, 9, &single_response(actions));
+    assert_eq!(cid, 5);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 29);
+    // A version that cannot be authorized (Metadata before v4 cannot turn auto-creation off)
+    // closes instead of being forwarded unchecked.
+    let metadata = request(
+        ApiKey::Metadata,
+        1,
+        6,
+        &kafka_protocol::messages::MetadataRequest::default(),
+    );
+    let actions = c.handle_frame(metadata, 0);
+    assert!(
+        matches!(
+            actions.as_slice(),
+            [Action::Close(CloseReason::InvalidRequest(_))]
+        ),
+        "{actions:?}"
     );
 }
 
