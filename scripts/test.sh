@@ -4,8 +4,10 @@
 # the pytest interop suite (tests/interop) through Portcullis against it. Prints a summary at the end
 # and exits non-zero if any step failed.
 #
-# Usage: scripts/test.sh [--interop-only] [--target portcullis|kafka] [--keep] [-- PYTEST_ARGS...]
+# Usage: scripts/test.sh [--interop-only] [--no-quickstart] [--target portcullis|kafka] [--keep]
+#                        [-- PYTEST_ARGS...]
 #   --interop-only   skip `cargo test` (still builds the portcullis binary)
+#   --no-quickstart  skip the final `scripts/quickstart.sh --exit` smoke run
 #   --target kafka   run the client tests straight against Kafka's SASL listener (checks the suite
 #                    itself; Portcullis-only tests are deselected)
 #   --keep           keep the run directory (configs, Kafka and Portcullis logs) even on success
@@ -24,16 +26,18 @@ source scripts/lib/venv.sh
 source scripts/lib/kafka.sh
 
 interop_only=0
+quickstart=1
 target=portcullis
 keep=0
 pytest_args=()
 while (($#)); do
   case "$1" in
     --interop-only) interop_only=1 ;;
+    --no-quickstart) quickstart=0 ;;
     --target) target=${2:?--target needs portcullis or kafka}; shift ;;
     --keep) keep=1 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift
@@ -130,3 +134,18 @@ if [[ $target == portcullis && ! -x $PORTCULLIS_BIN ]]; then
 fi
 step "start kafka" kafka_start "$RUN_DIR/kafka" || exit 1
 step "interop tests ($target)" run_pytest || true
+
+run_quickstart() {
+  # Its own Kafka and Portcullis, on free ports; output kept in the run directory.
+  local rc=0
+  scripts/quickstart.sh --exit >"$RUN_DIR/quickstart.log" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    log "---- last 60 lines of $RUN_DIR/quickstart.log ----"
+    tail -n 60 "$RUN_DIR/quickstart.log" >&2
+  fi
+  return "$rc"
+}
+if ((quickstart)) && [[ $target == portcullis ]]; then
+  kafka_stop # one broker at a time on a small machine
+  step "quickstart --exit" run_quickstart || true
+fi
