@@ -193,9 +193,9 @@ TOML
       { cat "$dir/scram-add.log" >&2; die "portcullis scram add $mech failed"; }
   done
   log "starting Portcullis on 127.0.0.1:$listen_port (broker 1 at 127.0.0.1:$broker_port)"
-  # Info-level logs of every connection would cost the node CPU the benchmark attributes to
-  # logins: warnings only, as a tuned production node would run.
-  (cd "$dir" && RUST_LOG=warn exec "$PORTCULLIS_BIN" serve --config "$dir/portcullis.toml") \
+  # The default level, set explicitly so a RUST_LOG=debug in the caller's shell cannot turn on
+  # per-request logging and skew the result (Kafka logs nothing per successful login at INFO).
+  (cd "$dir" && RUST_LOG=info exec "$PORTCULLIS_BIN" serve --config "$dir/portcullis.toml") \
     >"$dir/portcullis.log" 2>&1 &
   PORTCULLIS_PID=$!
   wait_for_port 127.0.0.1 "$listen_port" 30 "$PORTCULLIS_PID" &&
