@@ -419,7 +419,12 @@ public final class Differential {
                         try {
                             p.send(new ProducerRecord<>(topic, "k", "v")).get(CALL_MS + 2_000, TimeUnit.MILLISECONDS);
                             if (s.op().equals("txn_offsets")) {
-                                var md = new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group);
+                                // An unjoined consumer's metadata (generation -1), as a producer
+                                // outside a consumer group sends it; creating the consumer is local.
+                                org.apache.kafka.clients.consumer.ConsumerGroupMetadata md;
+                                try (var c = consumer(user, group)) {
+                                    md = c.groupMetadata();
+                                }
                                 p.sendOffsetsToTransaction(Map.of(tp0, new OffsetAndMetadata(1)), md);
                             }
                             p.commitTransaction();
