@@ -372,15 +372,18 @@ fn complete(
                 authenticated_at_ms: now_ms,
                 lifetime_ms,
                 token_id: done.token_id,
-                reauth_started_at_ms: Some(auth.started_at_ms),
+                // Kafka counts the one-second limit from the previous *re*-authentication only, so
+                // the first re-authentication may follow the login at once.
+                reauth_started_at_ms: None,
                 ticket,
             })
         }
         Some(previous) if previous.principal != principal => {
             config.metrics.failed_reauthentication();
+            // Kafka's exact wording, with `type.name` rather than the usual `type:name`.
             let message = format!(
-                "Cannot change principals during re-authentication from {}: {}",
-                previous.principal, principal
+                "Cannot change principals during re-authentication from {}.{}: {}.{}",
+                previous.principal.kind, previous.principal.name, principal.kind, principal.name
             );
             tracing::info!(client = %conn.client_address, %message, "re-authentication failed");
             config.events.publish(Event::AuthenticationFailed {
