@@ -28,6 +28,7 @@ from conftest import PORTCULLIS_USERS, Launcher, PortcullisProcess
 from kafka_wire import (API_SASL_AUTHENTICATE, ERROR_NONE, Conn, byte_array, plain_token)
 
 ERROR_ILLEGAL_SASL_STATE = 34
+API_FETCH = 1
 
 SS = shutil.which("ss")  # iproute2; /proc/net/tcp is the (slow) fallback
 
@@ -349,3 +350,17 @@ class ReauthConn(Conn):
         from kafka_wire import API_METADATA, request  # noqa: PLC0415
 
         return request(API_METADATA, 1, correlation_id, struct.pack(">i", -1))
+
+    def fetch_v4_raw(self, correlation_id: int, topic: str, max_wait_ms: int) -> bytes:
+        """A Fetch v4 request frame for partition 0 at offset 0 that the broker parks for up to
+        `max_wait_ms` when the partition is empty (min_bytes 1)."""
+        from kafka_wire import request, string  # noqa: PLC0415
+
+        body = struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+        body += struct.pack(">i", 1) + string(topic)
+        body += struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+        return request(API_FETCH, 4, correlation_id, body)
+
+    def recv_correlation_id(self) -> int:
+        """Reads one response frame and returns its correlation id."""
+        return struct.unpack(">i", self.recv_frame()[:4])[0]

@@ -36,7 +36,7 @@ from kafka import KafkaProducer
 
 from clients import confluent_conf, confluent_create_topic, kafka_python_conf, value_for
 from conftest import PORTCULLIS_USERS, Gateway, _portcullis_gateway, host_port
-from kafka_wire import (API_SASL_AUTHENTICATE, ERROR_NONE, ERROR_SASL_AUTHENTICATION_FAILED, byte_array,
+from kafka_wire import (API_SASL_AUTHENTICATE, ERROR_NONE, ERROR_SASL_AUTHENTICATION_FAILED, Closed, byte_array,
                         plain_token, request)
 from reauth_support import (ERROR_ILLEGAL_SASL_STATE, ConnectionTracker, CountsChange, ReauthConn, describe,
                             fresh_metrics, portcullis_ports, reauth_kafka_bootstrap, start_portcullis)
@@ -395,6 +395,32 @@ def test_request_after_expiry_closes_the_connection_silently(endpoint):
         time.sleep(LIFETIME_MS / 1000 + 0.5)
         c.send_raw(c.metadata_v1_raw(77))
         assert c.wait_closed(timeout=5) == b"", "an expired session got a response"
+
+
+def test_request_after_expiry_does_not_lose_the_earlier_responses(endpoint, kafka_env, unique):
+    """A Fetch parked by the broker (empty partition, 2 s max wait) is in flight when the session
+    expires, and a Metadata request follows after the expiry. Kafka reads one request at a time per
+    connection, so the Fetch is answered before the Metadata is even looked at; then the connection
+    closes. A gateway that closed at once would drop the Fetch response, and a producer in the same
+    spot would resend a Produce that was already written: a duplicate record (seen with kafka-python)."""
+    topic = unique("reauth-parked-fetch")
+    user, password = endpoint.user
+    confluent_create_topic({"bootstrap.servers": f"{endpoint.host}:{endpoint.port}",
+                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                            "sasl.username": user, "sasl.password": password, "log_level": 3},
+                           topic, partitions=1)
+    with endpoint.counts(successful_authentication=1, expired_connections_killed=1), _login(endpoint) as c:
+        logged_in = time.monotonic()
+        time.sleep(LIFETIME_MS / 1000 - 1.0)
+        c.send_raw(c.fetch_v4_raw(501, topic, max_wait_ms=2500))
+        time.sleep(logged_in + LIFETIME_MS / 1000 + 0.3 - time.monotonic())
+        c.send_raw(c.metadata_v1_raw(502))
+        try:
+            first = c.recv_correlation_id()
+        except Closed as e:
+            raise AssertionError("the connection closed without answering the Fetch sent before expiry") from e
+        assert first == 501, f"first response has correlation id {first}"
+        assert c.wait_closed(timeout=5) == b"", "the request sent after expiry got a response"
 
 
 def test_reauthentication_after_expiry_is_accepted(endpoint):
