@@ -25,6 +25,7 @@ mod offsets;
 mod produce;
 #[cfg(test)]
 pub(crate) mod testing;
+mod topics;
 mod wire;
 
 use std::sync::Arc;
@@ -94,6 +95,7 @@ pub fn enforce(
             plan: ResponsePlan {
                 rewrite,
                 scope: Some(Scope {
+                    key: ApiKey::try_from(header.api_key).unwrap_or(ApiKey::ApiVersions),
                     authorizer: Arc::clone(authorizer),
                     context: context.clone(),
                     api_version: header.api_version,
@@ -275,14 +277,13 @@ fn mapping(key: ApiKey) -> Mapping {
         // Kafka checks nothing for these beyond authentication.
         GetTelemetrySubscriptions | PushTelemetry => on(cluster::unchecked),
 
-        CreateTopics
-        | DeleteTopics
-        | CreatePartitions
-        | DeleteRecords
-        | DescribeConfigs
-        | AlterConfigs
-        | IncrementalAlterConfigs
-        | DescribeTopicPartitions
+        CreateTopics => on(topics::create_topics),
+        DeleteTopics => on(topics::delete_topics),
+        CreatePartitions => on(topics::create_partitions),
+        DeleteRecords => on(topics::delete_records),
+        DescribeConfigs | AlterConfigs | IncrementalAlterConfigs => on(topics::configs),
+
+        DescribeTopicPartitions
         | InitProducerId
         | AddPartitionsToTxn
         | AddOffsetsToTxn
@@ -386,6 +387,7 @@ pub struct ResponsePlan {
 /// What `apply` needs to ask the authorizer again (response filtering, bitfields).
 #[derive(Clone)]
 struct Scope {
+    key: ApiKey,
     authorizer: Arc<dyn Authorizer>,
     context: RequestContext,
     api_version: i16,
@@ -409,6 +411,7 @@ pub(crate) enum Rewrite {
     FindCoordinator(groups::FindCoordinatorMerge),
     ConsumerGroupDescribe(groups::DescribeGroupsMerge),
     DescribeCluster { include_operations: bool },
+    Admin(topics::Merge),
 }
 
 /// The response after [`ResponsePlan::apply`], with the decisions taken while rewriting it.
@@ -467,6 +470,7 @@ impl ResponsePlan {
             Rewrite::ConsumerGroupDescribe(m) => {
                 m.apply_consumer_group_describe(&response, &mut checker)?
             }
+            Rewrite::Admin(m) => m.apply(scope.key, &response, &mut checker)?,
             Rewrite::DescribeCluster { include_operations } => {
                 cluster::describe_cluster_response(&response, *include_operations, &mut checker)?
             }

@@ -1,0 +1,744 @@
+//! Topic and configuration administration, as Kafka's `ControllerApis` / `KafkaApis` authorize it:
+//! - CreateTopics: CREATE on the cluster (denial not logged) or on each topic; denied topics get
+//!   TOPIC_AUTHORIZATION_FAILED "Authorization failed."; created topics' configs are shown only
+//!   with DESCRIBE_CONFIGS on the topic (else `topic_config_error_code` TOPIC_AUTHORIZATION_FAILED).
+//! - DeleteTopics: DELETE on the cluster (denial not logged) or on each topic (which implies
+//!   DESCRIBE); denied topics get TOPIC_AUTHORIZATION_FAILED. Topics named by id cannot be
+//!   authorized by name here and are denied the same way (their name is not revealed).
+//! - CreatePartitions: ALTER per topic. DeleteRecords: DELETE per topic.
+//! - DescribeConfigs: DESCRIBE_CONFIGS, AlterConfigs / IncrementalAlterConfigs: ALTER_CONFIGS, on
+//!   the topic (TOPIC_AUTHORIZATION_FAILED), the group (GROUP_AUTHORIZATION_FAILED) or, for broker,
+//!   broker-logger and client-metrics resources, the cluster (CLUSTER_AUTHORIZATION_FAILED).
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResult;
+use kafka_protocol::messages::{
+    AlterConfigsResponse, ApiKey, CreatePartitionsResponse, CreateTopicsResponse,
+    DeleteRecordsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::check::{Checker, Loud};
+use super::wire::{self, ArraySpan, PlanError, Walk};
+use super::{Outcome, Refusal, Request, Response, Rewrite};
+use crate::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+use crate::errors::ErrorCode;
+use crate::protocol::reader::Malformed;
+
+const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+fn topic(s: &str) -> TopicName {
+    TopicName(text(s))
+}
+
+/// What to put back into (or fix in) an admin response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Merge {
+    CreateTopics {
+        denied: Vec<String>,
+    },
+    DeleteTopics {
+        denied: Vec<Option<String>>,
+        ids: Vec<[u8; 16]>,
+    },
+    CreatePartitions {
+        denied: Vec<String>,
+    },
+    DeleteRecords {
+        denied: Vec<(String, Vec<i32>)>,
+    },
+    Configs {
+        denied: Vec<Denied>,
+    },
+}
+
+/// A config resource that was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Denied {
+    resource_type: i8,
+    name: String,
+    error: i16,
+}
+
+/// Keeps `keep`, answering locally when nothing is left.
+fn split(
+    req: &Request<'_>,
+    span: &ArraySpan,
+    keep: &[bool],
+    merge: Merge,
+) -> Result<Outcome, Refusal> {
+    if keep.iter().all(|k| *k) {
+        // Nothing denied; CreateTopics still filters configs in the response.
+        return Ok(match merge {
+            Merge::CreateTopics { .. } if req.version >= 5 => {
+                Outcome::Forward(req.frame.clone(), Rewrite::Admin(merge))
+            }
+            _ => req.unchanged(),
+        });
+    }
+    if keep.iter().all(|k| !*k) {
+        return merge.respond(req);
+    }
+    let mut edits = Vec::new();
+    span.keep_only(keep, &mut edits);
+    Ok(Outcome::Forward(
+        req.rewritten(edits),
+        Rewrite::Admin(merge),
+    ))
+}
+
+/// Reads `[name, …rest of the entry…]` entries with `rest` reading what follows the name.
+fn named_entries(
+    w: &mut Walk<'_>,
+    mut rest: impl FnMut(&mut Walk<'_>) -> Result<(), Malformed>,
+) -> Result<(ArraySpan, Vec<String>), Malformed> {
+    let start = w.pos();
+    let n = w.array_len_required()?;
+    let mut span = ArraySpan::begin(w, start);
+    let mut names = Vec::new();
+    for _ in 0..n {
+        let at = w.pos();
+        names.push(w.string()?);
+        rest(w)?;
+        w.tags()?;
+        span.elements.push(at..w.pos());
+    }
+    Ok((span, names))
+}
+
+fn keep_allowed(
+    chk: &mut Checker<'_>,
+    operation: AclOperation,
+    names: &[String],
+    cluster_covers: bool,
+) -> Vec<bool> {
+    if cluster_covers {
+        return vec![true; names.len()];
+    }
+    let ok = chk.allowed_names(
+        operation,
+        ResourceType::Topic,
+        names.iter().map(String::as_str),
+        Loud::Yes,
+    );
+    names.iter().map(|n| ok.contains(n)).collect()
+}
+
+/// CreateTopics v2–7.
+pub(crate) fn create_topics(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let (span, names) = named_entries(&mut w, |w| {
+        let _num_partitions = w.i32()?;
+        let _replication_factor = w.i16()?;
+        let n = w.array_len_required()?;
+        for _ in 0..n {
+            let _partition = w.i32()?;
+            w.i32s()?;
+            w.tags()?;
+        }
+        let n = w.array_len_required()?;
+        for _ in 0..n {
+            let _name = w.string()?;
+            let _value = w.nullable_string()?;
+            w.tags()?;
+        }
+        Ok(())
+    })?;
+    let _timeout_ms = w.i32()?;
+    let _validate_only = w.bool()?;
+    w.tags()?;
+    w.finish()?;
+    let cluster = !names.is_empty() && chk.cluster(AclOperation::Create, Loud::IfAllowed);
+    let keep = keep_allowed(chk, AclOperation::Create, &names, cluster);
+    let denied = deny_list(&names, &keep);
+    split(req, &span, &keep, Merge::CreateTopics { denied })
+}
+
+fn deny_list(names: &[String], keep: &[bool]) -> Vec<String> {
+    names
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| !**k)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// DeleteTopics v1–6.
+pub(crate) fn delete_topics(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let start = w.pos();
+    let n = w.array_len_required()?;
+    let mut span = ArraySpan::begin(&w, start);
+    // (name, id): v6 names a topic by name or by id.
+    let mut entries: Vec<(Option<String>, [u8; 16])> = Vec::new();
+    for _ in 0..n {
+        let at = w.pos();
+        if req.version >= 6 {
+            let name = w.nullable_string()?;
+            let id = w.uuid()?;
+            w.tags()?;
+            entries.push((name, id));
+        } else {
+            entries.push((Some(w.string()?), [0; 16]));
+        }
+        span.elements.push(at..w.pos());
+    }
+    let _timeout_ms = w.i32()?;
+    w.tags()?;
+    w.finish()?;
+    let names: Vec<String> = entries
+        .iter()
+        .filter(|(_, id)| *id == [0; 16])
+        .filter_map(|(n, _)| n.clone())
+        .collect();
+    let cluster = !entries.is_empty() && chk.cluster(AclOperation::Delete, Loud::IfAllowed);
+    let ok = if cluster {
+        names.iter().cloned().collect()
+    } else {
+        chk.allowed_names(
+            AclOperation::Delete,
+            ResourceType::Topic,
+            names.iter().map(String::as_str),
+            Loud::Yes,
+        )
+    };
+    let mut keep = Vec::new();
+    let mut denied = Vec::new();
+    let mut ids = Vec::new();
+    for (name, id) in &entries {
+        let allowed = match (name, *id == [0; 16]) {
+            (Some(name), true) => ok.contains(name),
+            // Named by id: Kafka resolves the id first; Portcullis cannot, so only a principal
+            // allowed to delete every topic may.
+            _ => cluster,
+        };
+        keep.push(allowed);
+        if !allowed {
+            if *id == [0; 16] {
+                denied.push(name.clone());
+            } else {
+                ids.push(*id);
+            }
+        }
+    }
+    split(req, &span, &keep, Merge::DeleteTopics { denied, ids })
+}
+
+/// CreatePartitions v0–3.
+pub(crate) fn create_partitions(
+    req: &Request<'_>,
+    chk: &mut Checker<'_>,
+) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let (span, names) = named_entries(&mut w, |w| {
+        let _count = w.i32()?;
+        if let Some(n) = w.array_len()? {
+            for _ in 0..n {
+                w.i32s()?;
+                w.tags()?;
+            }
+        }
+        Ok(())
+    })?;
+    let _timeout_ms = w.i32()?;
+    let _validate_only = w.bool()?;
+    w.tags()?;
+    w.finish()?;
+    let keep = keep_allowed(chk, AclOperation::Alter, &names, false);
+    let denied = deny_list(&names, &keep);
+    split(req, &span, &keep, Merge::CreatePartitions { denied })
+}
+
+/// DeleteRecords v0–2.
+pub(crate) fn delete_records(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let mut w = req.walk();
+    let topics = wire::topic_array(&mut w, |w| {
+        let index = w.i32()?;
+        let _offset = w.i64()?;
+        w.tags()?;
+        Ok(index)
+    })?;
+    let _timeout_ms = w.i32()?;
+    w.tags()?;
+    w.finish()?;
+    let names: Vec<String> = topics.entries.iter().map(|e| e.name.clone()).collect();
+    let keep = keep_allowed(chk, AclOperation::Delete, &names, false);
+    let denied = topics.denied(&keep);
+    split(req, &topics.span, &keep, Merge::DeleteRecords { denied })
+}
+
+/// The ACL resource and error for a config resource type; `None` for types Kafka rejects.
+fn config_resource(resource_type: i8, name: &str) -> Option<(ResourceType, String, ErrorCode)> {
+    match resource_type {
+        2 => Some((
+            ResourceType::Topic,
+            name.to_owned(),
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        )),
+        32 => Some((
+            ResourceType::Group,
+            name.to_owned(),
+            ErrorCode::GROUP_AUTHORIZATION_FAILED,
+        )),
+        // BROKER, BROKER_LOGGER, CLIENT_METRICS
+        4 | 8 | 16 => Some((
+            ResourceType::Cluster,
+            CLUSTER_NAME.to_owned(),
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+        )),
+        _ => None,
+    }
+}
+
+/// DescribeConfigs v1–4, AlterConfigs v0–2, IncrementalAlterConfigs v0–1.
+pub(crate) fn configs(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
+    let describe = req.key == ApiKey::DescribeConfigs;
+    let incremental = req.key == ApiKey::IncrementalAlterConfigs;
+    let mut w = req.walk();
+    let start = w.pos();
+    let n = w.array_len_required()?;
+    let mut span = ArraySpan::begin(&w, start);
+    let mut resources = Vec::new();
+    for _ in 0..n {
+        let at = w.pos();
+        let resource_type = w.i8()?;
+        let name = w.string()?;
+        if describe {
+            w.strings()?;
+        } else {
+            let m = w.array_len_required()?;
+            for _ in 0..m {
+                let _name = w.string()?;
+                if incremental {
+                    let _operation = w.i8()?;
+                }
+                let _value = w.nullable_string()?;
+                w.tags()?;
+            }
+        }
+        w.tags()?;
+        span.elements.push(at..w.pos());
+        resources.push((resource_type, name));
+    }
+    if describe {
+        let _include_synonyms = w.bool()?;
+        if req.version >= 3 {
+            let _include_documentation = w.bool()?;
+        }
+    } else {
+        let _validate_only = w.bool()?;
+    }
+    w.tags()?;
+    w.finish()?;
+    let operation = if describe {
+        AclOperation::DescribeConfigs
+    } else {
+        AclOperation::AlterConfigs
+    };
+    let mut keep = Vec::new();
+    let mut denied = Vec::new();
+    for (resource_type, name) in &resources {
+        let error = match config_resource(*resource_type, name) {
+            Some((rt, acl_name, error)) => {
+                (!chk.allowed(operation, rt, &acl_name, Loud::Yes)).then_some(error)
+            }
+            None => Some(ErrorCode::INVALID_REQUEST),
+        };
+        keep.push(error.is_none());
+        if let Some(error) = error {
+            denied.push(Denied {
+                resource_type: *resource_type,
+                name: name.clone(),
+                error: error.0,
+            });
+        }
+    }
+    split(req, &span, &keep, Merge::Configs { denied })
+}
+
+impl Merge {
+    fn respond(&self, req: &Request<'_>) -> Result<Outcome, Refusal> {
+        match (self, req.key) {
+            (Merge::CreateTopics { denied }, _) => {
+                req.respond(&CreateTopicsResponse::default().with_topics(create_entries(denied)))
+            }
+            (Merge::DeleteTopics { denied, ids }, _) => req.respond(
+                &DeleteTopicsResponse::default().with_responses(delete_entries(denied, ids)),
+            ),
+            (Merge::CreatePartitions { denied }, _) => req.respond(
+                &CreatePartitionsResponse::default().with_results(partition_entries(denied)),
+            ),
+            (Merge::DeleteRecords { denied }, _) => {
+                req.respond(&DeleteRecordsResponse::default().with_topics(records_entries(denied)))
+            }
+            (Merge::Configs { denied }, ApiKey::DescribeConfigs) => req.respond(
+                &DescribeConfigsResponse::default().with_results(describe_entries(denied)),
+            ),
+            (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
+                req.respond(&AlterConfigsResponse::default().with_responses(alter_entries(denied)))
+            }
+            (Merge::Configs { denied }, _) => req.respond(
+                &IncrementalAlterConfigsResponse::default()
+                    .with_responses(incremental_entries(denied)),
+            ),
+        }
+    }
+
+    pub(crate) fn apply(
+        &self,
+        key: ApiKey,
+        response: &Response<'_>,
+        chk: &mut Checker<'_>,
+    ) -> Result<Bytes, PlanError> {
+        match (self, key) {
+            (Merge::CreateTopics { denied }, _) => {
+                let mut body: CreateTopicsResponse = response.decode(ApiKey::CreateTopics)?;
+                if response.version >= 5 {
+                    let names: Vec<String> =
+                        body.topics.iter().map(|t| t.name.0.to_string()).collect();
+                    let ok = chk.allowed_names(
+                        AclOperation::DescribeConfigs,
+                        ResourceType::Topic,
+                        names.iter().map(String::as_str),
+                        Loud::Yes,
+                    );
+                    for t in &mut body.topics {
+                        if !ok.contains(t.name.0.as_str()) {
+                            t.configs = None;
+                            t.topic_config_error_code = TOPIC_DENIED;
+                        }
+                    }
+                }
+                body.topics.extend(create_entries(denied));
+                response.encode(ApiKey::CreateTopics, &body)
+            }
+            (Merge::DeleteTopics { denied, ids }, _) => {
+                let mut body: DeleteTopicsResponse = response.decode(ApiKey::DeleteTopics)?;
+                body.responses.extend(delete_entries(denied, ids));
+                response.encode(ApiKey::DeleteTopics, &body)
+            }
+            (Merge::CreatePartitions { denied }, _) => {
+                let mut body: CreatePartitionsResponse =
+                    response.decode(ApiKey::CreatePartitions)?;
+                body.results.extend(partition_entries(denied));
+                response.encode(ApiKey::CreatePartitions, &body)
+            }
+            (Merge::DeleteRecords { denied }, _) => {
+                let mut body: DeleteRecordsResponse = response.decode(ApiKey::DeleteRecords)?;
+                body.topics.extend(records_entries(denied));
+                response.encode(ApiKey::DeleteRecords, &body)
+            }
+            (Merge::Configs { denied }, ApiKey::DescribeConfigs) => {
+                let mut body: DescribeConfigsResponse = response.decode(key)?;
+                body.results.extend(describe_entries(denied));
+                response.encode(key, &body)
+            }
+            (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
+                let mut body: AlterConfigsResponse = response.decode(key)?;
+                body.responses.extend(alter_entries(denied));
+                response.encode(key, &body)
+            }
+            (Merge::Configs { denied }, _) => {
+                let mut body: IncrementalAlterConfigsResponse = response.decode(key)?;
+                body.responses.extend(incremental_entries(denied));
+                response.encode(key, &body)
+            }
+        }
+    }
+}
+
+const AUTHORIZATION_FAILED: &str = "Authorization failed.";
+
+fn create_entries(denied: &[String]) -> Vec<CreatableTopicResult> {
+    denied
+        .iter()
+        .map(|n| {
+            CreatableTopicResult::default()
+                .with_name(topic(n))
+                .with_error_code(TOPIC_DENIED)
+                .with_error_message(Some(text(AUTHORIZATION_FAILED)))
+        })
+        .collect()
+}
+
+fn delete_entries(denied: &[Option<String>], ids: &[[u8; 16]]) -> Vec<DeletableTopicResult> {
+    let by_name = denied.iter().map(|n| {
+        DeletableTopicResult::default()
+            .with_name(n.as_deref().map(topic))
+            .with_error_code(TOPIC_DENIED)
+    });
+    let by_id = ids.iter().map(|id| {
+        let mut r = DeletableTopicResult::default()
+            .with_name(None)
+            .with_error_code(TOPIC_DENIED);
+        r.topic_id = TryFrom::try_from(id.to_vec()).unwrap_or_default();
+        r
+    });
+    by_name.chain(by_id).collect()
+}
+
+fn partition_entries(denied: &[String]) -> Vec<CreatePartitionsTopicResult> {
+    denied
+        .iter()
+        .map(|n| {
+            CreatePartitionsTopicResult::default()
+                .with_name(topic(n))
+                .with_error_code(TOPIC_DENIED)
+                .with_error_message(Some(text(AUTHORIZATION_FAILED)))
+        })
+        .collect()
+}
+
+fn records_entries(denied: &[(String, Vec<i32>)]) -> Vec<DeleteRecordsTopicResult> {
+    denied
+        .iter()
+        .map(|(n, partitions)| {
+            DeleteRecordsTopicResult::default()
+                .with_name(topic(n))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| {
+                            DeleteRecordsPartitionResult::default()
+                                .with_partition_index(*p)
+                                .with_low_watermark(-1)
+                                .with_error_code(TOPIC_DENIED)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+fn describe_entries(denied: &[Denied]) -> Vec<DescribeConfigsResult> {
+    denied
+        .iter()
+        .map(|d| {
+            DescribeConfigsResult::default()
+                .with_error_code(d.error)
+                .with_resource_type(d.resource_type)
+                .with_resource_name(text(&d.name))
+        })
+        .collect()
+}
+
+fn alter_entries(denied: &[Denied]) -> Vec<AlterConfigsResourceResponse> {
+    denied
+        .iter()
+        .map(|d| {
+            AlterConfigsResourceResponse::default()
+                .with_error_code(d.error)
+                .with_resource_type(d.resource_type)
+                .with_resource_name(text(&d.name))
+        })
+        .collect()
+}
+
+fn incremental_entries(denied: &[Denied]) -> Vec<IncrementalResult> {
+    denied
+        .iter()
+        .map(|d| {
+            IncrementalResult::default()
+                .with_error_code(d.error)
+                .with_resource_type(d.resource_type)
+                .with_resource_name(text(&d.name))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    };
+
+    #[test]
+    fn create_topics_per_topic_and_configs_need_describe_configs() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Create, ResourceType::Topic, "a")
+            .arc();
+        for version in [2, 4, 5, 7] {
+            let req = CreateTopicsRequest::default().with_topics(
+                ["a", "b"]
+                    .iter()
+                    .map(|n| {
+                        CreatableTopic::default()
+                            .with_name(topic(n))
+                            .with_num_partitions(3)
+                            .with_replication_factor(1)
+                            .with_configs(vec![CreatableTopicConfig::default()
+                                .with_name(text("retention.ms"))
+                                .with_value(Some(text("1")))])
+                    })
+                    .collect(),
+            );
+            let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::CreateTopics, version, &req)));
+            let sent: CreateTopicsRequest = request_body(&out);
+            assert_eq!(sent.topics.len(), 1, "v{version}");
+            assert_eq!(sent.topics[0].name.0.as_str(), "a");
+            let mut created = CreatableTopicResult::default().with_name(topic("a"));
+            if version >= 5 {
+                created.configs = Some(vec![CreatableTopicConfigs::default().with_name(text("x"))]);
+            }
+            let upstream = CreateTopicsResponse::default().with_topics(vec![created]);
+            let merged = plan
+                .apply(response(ApiKey::CreateTopics, version, &upstream))
+                .unwrap();
+            let merged: CreateTopicsResponse =
+                response_body(ApiKey::CreateTopics, version, &merged.frame);
+            assert_eq!(merged.topics[1].name.0.as_str(), "b");
+            assert_eq!(merged.topics[1].error_code, 29);
+            if version >= 5 {
+                assert_eq!(merged.topics[0].configs, None);
+                assert_eq!(merged.topics[0].topic_config_error_code, 29);
+            }
+        }
+    }
+
+    #[test]
+    fn delete_topics_by_name_and_by_id() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Delete, ResourceType::Topic, "a")
+            .arc();
+        for version in [1, 3, 4, 5] {
+            let req = DeleteTopicsRequest::default().with_topic_names(vec![topic("a"), topic("b")]);
+            let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteTopics, version, &req)));
+            let sent: DeleteTopicsRequest = request_body(&out);
+            assert_eq!(sent.topic_names, vec![topic("a")]);
+            let merged = plan
+                .apply(response(
+                    ApiKey::DeleteTopics,
+                    version,
+                    &DeleteTopicsResponse::default(),
+                ))
+                .unwrap();
+            let merged: DeleteTopicsResponse =
+                response_body(ApiKey::DeleteTopics, version, &merged.frame);
+            assert_eq!(merged.responses[0].name, Some(topic("b")));
+            assert_eq!(merged.responses[0].error_code, 29);
+        }
+        let mut by_id = DeleteTopicState::default().with_name(Some(topic("a")));
+        by_id.topic_id = TryFrom::try_from(vec![9u8; 16]).unwrap();
+        let req = DeleteTopicsRequest::default().with_topics(vec![
+            DeleteTopicState::default().with_name(Some(topic("a"))),
+            by_id,
+        ]);
+        let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteTopics, 6, &req)));
+        let sent: DeleteTopicsRequest = request_body(&out);
+        assert_eq!(sent.topics.len(), 1);
+        assert_eq!(sent.topics[0].name, Some(topic("a")));
+        let merged = plan
+            .apply(response(
+                ApiKey::DeleteTopics,
+                6,
+                &DeleteTopicsResponse::default(),
+            ))
+            .unwrap();
+        let merged: DeleteTopicsResponse = response_body(ApiKey::DeleteTopics, 6, &merged.frame);
+        assert_eq!(merged.responses[0].name, None);
+        assert_eq!(merged.responses[0].topic_id.as_bytes(), &[9u8; 16]);
+        assert_eq!(merged.responses[0].error_code, 29);
+    }
+
+    #[test]
+    fn delete_records_per_topic() {
+        let authz = AllowList::new().arc();
+        let req = DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(topic("a"))
+            .with_partitions(vec![
+                DeleteRecordsPartition::default().with_partition_index(4)
+            ])]);
+        for version in [0, 1, 2] {
+            let r: DeleteRecordsResponse = response_body(
+                ApiKey::DeleteRecords,
+                version,
+                &responded(&run(&authz, &frame(ApiKey::DeleteRecords, version, &req))),
+            );
+            assert_eq!(r.topics[0].partitions[0].partition_index, 4);
+            assert_eq!(r.topics[0].partitions[0].error_code, 29);
+        }
+    }
+
+    #[test]
+    fn config_resources_map_to_their_acl_resources() {
+        let authz = AllowList::new()
+            .allow(AclOperation::DescribeConfigs, ResourceType::Topic, "a")
+            .allow(AclOperation::AlterConfigs, ResourceType::Group, "g")
+            .arc();
+        let resource = |t: i8, n: &str| {
+            DescribeConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(text(n))
+        };
+        for version in [1, 3, 4] {
+            let req = DescribeConfigsRequest::default().with_resources(vec![
+                resource(2, "a"),
+                resource(2, "b"),
+                resource(4, "1"),
+                resource(32, "g"),
+            ]);
+            let (out, plan) =
+                forwarded(&run(&authz, &frame(ApiKey::DescribeConfigs, version, &req)));
+            let sent: DescribeConfigsRequest = request_body(&out);
+            assert_eq!(sent.resources.len(), 2, "v{version}");
+            assert_eq!(sent.resources[1].resource_type, 32); // ALTER_CONFIGS implies DESCRIBE_CONFIGS
+            let merged = plan
+                .apply(response(
+                    ApiKey::DescribeConfigs,
+                    version,
+                    &DescribeConfigsResponse::default(),
+                ))
+                .unwrap();
+            let merged: DescribeConfigsResponse =
+                response_body(ApiKey::DescribeConfigs, version, &merged.frame);
+            let got: Vec<_> = merged
+                .results
+                .iter()
+                .map(|r| (r.resource_type, r.error_code))
+                .collect();
+            assert_eq!(got, [(2, 29), (4, 31)]);
+        }
+        for version in [0, 1] {
+            let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(text("a"))
+                    .with_configs(vec![AlterableConfig::default().with_name(text("x"))]),
+            ]);
+            let r: IncrementalAlterConfigsResponse = response_body(
+                ApiKey::IncrementalAlterConfigs,
+                version,
+                &responded(&run(
+                    &authz,
+                    &frame(ApiKey::IncrementalAlterConfigs, version, &req),
+                )),
+            );
+            assert_eq!(r.responses[0].error_code, 29);
+        }
+    }
+}
