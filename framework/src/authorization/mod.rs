@@ -26,6 +26,7 @@ mod produce;
 #[cfg(test)]
 pub(crate) mod testing;
 mod topics;
+mod txn;
 mod wire;
 
 use std::sync::Arc;
@@ -283,16 +284,18 @@ fn mapping(key: ApiKey) -> Mapping {
         DeleteRecords => on(topics::delete_records),
         DescribeConfigs | AlterConfigs | IncrementalAlterConfigs => on(topics::configs),
 
-        DescribeTopicPartitions
-        | InitProducerId
-        | AddPartitionsToTxn
-        | AddOffsetsToTxn
-        | EndTxn
-        | TxnOffsetCommit
-        | DescribeProducers
-        | DescribeTransactions
-        | ListTransactions
-        | ListConfigResources => Mapping::Refused(NOT_MAPPED),
+        // v6 adds two-phase commit (KIP-939), whose ACL operation is not modelled.
+        InitProducerId => upto(txn::init_producer_id, 5),
+        // v4+ are inter-broker (CLUSTER_ACTION).
+        AddPartitionsToTxn => upto(txn::add_partitions_to_txn, 3),
+        AddOffsetsToTxn => on(txn::add_offsets_to_txn),
+        EndTxn => on(txn::end_txn),
+        TxnOffsetCommit => on(txn::txn_offset_commit),
+        DescribeProducers => on(txn::describe_producers),
+        DescribeTransactions => on(txn::describe_transactions),
+        ListTransactions => on(txn::list_transactions),
+
+        DescribeTopicPartitions | ListConfigResources => Mapping::Refused(NOT_MAPPED),
         // Share groups (KIP-932): not mapped yet.
         ShareGroupHeartbeat
         | ShareGroupDescribe
@@ -412,6 +415,7 @@ pub(crate) enum Rewrite {
     ConsumerGroupDescribe(groups::DescribeGroupsMerge),
     DescribeCluster { include_operations: bool },
     Admin(topics::Merge),
+    Txn(txn::Merge),
 }
 
 /// The response after [`ResponsePlan::apply`], with the decisions taken while rewriting it.
@@ -471,6 +475,7 @@ impl ResponsePlan {
                 m.apply_consumer_group_describe(&response, &mut checker)?
             }
             Rewrite::Admin(m) => m.apply(scope.key, &response, &mut checker)?,
+            Rewrite::Txn(m) => m.apply(&response, &mut checker)?,
             Rewrite::DescribeCluster { include_operations } => {
                 cluster::describe_cluster_response(&response, *include_operations, &mut checker)?
             }
