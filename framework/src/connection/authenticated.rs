@@ -53,7 +53,10 @@ pub(super) fn on_request(
             client_address: conn.client_address,
         });
         tracing::debug!(principal = %session.principal, client = %conn.client_address, "session expired; closing");
-        return close(CloseReason::SessionExpired);
+        return (
+            State::Failed,
+            vec![Action::CloseAfterInFlight(CloseReason::SessionExpired)],
+        );
     }
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     match header.api_key {

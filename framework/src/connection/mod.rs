@@ -207,6 +207,10 @@ pub enum Action {
     CloseAfter(Duration),
     /// Close the connection now, without writing anything more.
     Close(CloseReason),
+    /// Stop reading; deliver the responses to the requests already received (local and
+    /// forwarded), then close. Kafka processes one request at a time per connection, so a request
+    /// that arrives after a session expired is only read once every earlier one was answered.
+    CloseAfterInFlight(CloseReason),
 }
 
 /// A request to forward.

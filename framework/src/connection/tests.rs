@@ -623,7 +623,7 @@ fn requests_on_an_expired_session_close_it_but_a_handshake_may_still_reauthentic
     let _ = events.try_recv();
     assert_eq!(
         c.handle_frame(metadata, 9_000_000),
-        vec![Action::Close(CloseReason::SessionExpired)]
+        vec![Action::CloseAfterInFlight(CloseReason::SessionExpired)]
     );
     assert_eq!(c.config.metrics.snapshot().expired_connections_killed, 1);
     let mut saw_expired = false;

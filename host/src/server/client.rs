@@ -32,6 +32,10 @@ use super::Shared;
 /// slows them down.
 pub const MAX_IN_FLIGHT: usize = 100;
 
+/// How long a closing connection waits for the answers to requests it already forwarded (Kafka's
+/// default `request.timeout.ms`).
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How a connection ended normally.
 #[derive(Debug)]
 enum End {
@@ -192,6 +196,10 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                     return Ok(Some(End::ClosedAfterDelay));
                 }
                 Action::Close(reason) => return Ok(Some(End::Closed(reason))),
+                Action::CloseAfterInFlight(reason) => {
+                    self.drain_in_flight().await?;
+                    return Ok(Some(End::Closed(reason)));
+                }
             }
         }
         if forwarded {
@@ -265,6 +273,30 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         };
         self.queue.complete_oldest(response);
         Ok(())
+    }
+
+    /// Answers every request already received, then returns: no more client frames are read.
+    /// Bounded by [`DRAIN_TIMEOUT`] so a silent upstream cannot hold the connection open.
+    async fn drain_in_flight(&mut self) -> Result<(), DriverError> {
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            loop {
+                self.write_ready().await?;
+                if !self.queue.has_pending() {
+                    return Ok(());
+                }
+                let response = next_response(&mut self.upstream).await;
+                let response = response.map_err(|source| self.upstream_error(source))?;
+                self.on_upstream_response(response)?;
+            }
+        })
+        .await;
+        match drained {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::debug!(target = ?self.target, "gave up waiting for in-flight responses before closing");
+                Ok(())
+            }
+        }
     }
 
     /// Writes every response at the head of the queue that is ready.
