@@ -298,7 +298,7 @@ struct FetchGroup {
 }
 
 /// The topics array of OffsetFetch: `[name, [partition_index]]`, nullable.
-fn fetch_topics(w: &mut wire::Walk<'_>) -> Result<Option<Vec<(String, Vec<i32>)>>, Refusal> {
+fn fetch_topics(w: &mut wire::Walk<'_>) -> Result<Option<wire::TopicPartitions>, Refusal> {
     let Some(n) = w.array_len()? else {
         return Ok(None);
     };

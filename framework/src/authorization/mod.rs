@@ -93,16 +93,16 @@ pub fn enforce(
         },
         Ok(Outcome::Forward(frame, rewrite)) => Verdict::Forward {
             frame,
-            plan: ResponsePlan {
+            plan: ResponsePlan(Some(Arc::new(Planned {
                 rewrite,
-                scope: Some(Scope {
+                scope: Scope {
                     key: ApiKey::try_from(header.api_key).unwrap_or(ApiKey::ApiVersions),
                     authorizer: Arc::clone(authorizer),
                     context: context.clone(),
                     api_version: header.api_version,
                     correlation_id: header.correlation_id,
-                }),
-            },
+                },
+            }))),
         },
         Ok(Outcome::Respond(bytes)) => Verdict::Respond(bytes),
         Ok(Outcome::Close(reason)) => Verdict::Close(reason),
@@ -381,14 +381,17 @@ fn enforce_inner(
 
 /// What to do with the upstream response of a forwarded request. Data, not code: the host keeps
 /// it with the pending request and calls [`ResponsePlan::apply`] on the response frame.
+/// (One pointer wide: most requests need no rewrite.)
 #[derive(Clone)]
-pub struct ResponsePlan {
+pub struct ResponsePlan(Option<Arc<Planned>>);
+
+/// A rewrite and what it needs to ask the authorizer.
+struct Planned {
     rewrite: Rewrite,
-    scope: Option<Scope>,
+    scope: Scope,
 }
 
 /// What `apply` needs to ask the authorizer again (response filtering, bitfields).
-#[derive(Clone)]
 struct Scope {
     key: ApiKey,
     authorizer: Arc<dyn Authorizer>,
@@ -431,22 +434,21 @@ pub struct Applied {
 impl ResponsePlan {
     /// Pass the response through untouched.
     pub fn unchanged() -> Self {
-        Self {
-            rewrite: Rewrite::Unchanged,
-            scope: None,
-        }
+        Self(None)
     }
 
     /// Whether [`ResponsePlan::apply`] returns its input unchanged (the host may skip calling it).
     pub fn is_unchanged(&self) -> bool {
-        matches!(self.rewrite, Rewrite::Unchanged)
+        self.0
+            .as_ref()
+            .is_none_or(|p| matches!(p.rewrite, Rewrite::Unchanged))
     }
 
     /// Rewrites the upstream response frame (header + body, no size prefix). An error means the
     /// upstream sent something that does not parse at the request's version: the host must not
     /// pass the unfiltered response on (close the client connection instead).
     pub fn apply(&self, response: Bytes) -> Result<Applied, PlanError> {
-        let Some(scope) = &self.scope else {
+        let Some(Planned { rewrite, scope }) = self.0.as_deref() else {
             return Ok(Applied {
                 frame: response,
                 decisions: Vec::new(),
@@ -458,7 +460,7 @@ impl ResponsePlan {
             version: scope.api_version,
             correlation_id: scope.correlation_id,
         };
-        let frame = match &self.rewrite {
+        let frame = match rewrite {
             Rewrite::Unchanged => response.frame.clone(),
             Rewrite::Produce(m) => m.apply(&response)?,
             Rewrite::Fetch(m) => m.apply(&response)?,
@@ -514,7 +516,7 @@ impl Response<'_> {
 impl std::fmt::Debug for ResponsePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponsePlan")
-            .field("rewrite", &self.rewrite)
+            .field("rewrite", &self.0.as_ref().map(|p| &p.rewrite))
             .finish_non_exhaustive()
     }
 }
@@ -522,7 +524,8 @@ impl std::fmt::Debug for ResponsePlan {
 /// Two plans are equal when they rewrite the same way (the authorizer handle is not compared).
 impl PartialEq for ResponsePlan {
     fn eq(&self, other: &Self) -> bool {
-        self.rewrite == other.rewrite
+        let rewrite = |p: &Self| p.0.as_ref().map(|p| p.rewrite.clone());
+        rewrite(self) == rewrite(other)
     }
 }
 impl Eq for ResponsePlan {}

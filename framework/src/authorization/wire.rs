@@ -187,6 +187,9 @@ impl ArraySpan {
     }
 }
 
+/// Topics with their partitions, in request order.
+pub(crate) type TopicPartitions = Vec<(String, Vec<i32>)>;
+
 /// One entry of a `[topic name, [partition…]]` array.
 #[derive(Clone, Debug)]
 pub(crate) struct TopicEntry {
