@@ -47,6 +47,30 @@ const MUST_BE_MAPPED: &[ApiKey] = &[
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
     ApiKey::DescribeCluster,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::DescribeProducers,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
+    ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::AlterClientQuotas,
+    ApiKey::DescribeLogDirs,
+    ApiKey::AlterReplicaLogDirs,
+    ApiKey::UpdateFeatures,
+    ApiKey::DescribeQuorum,
 ];
 
 #[test]
@@ -101,6 +125,7 @@ fn every_forwarded_api_is_mapped_or_explicitly_refused() {
         assert!(authorizable_versions(*key as i16).is_some(), "{key:?}");
     }
     assert!(refused.contains(&ApiKey::WriteTxnMarkers));
+    assert!(refused.contains(&ApiKey::DescribeTopicPartitions));
     assert!(refused.contains(&ApiKey::BrokerHeartbeat));
 }
 
@@ -158,4 +183,27 @@ fn no_body_makes_enforcement_panic() {
             }
         }
     }
+}
+
+#[test]
+fn advertised_versions_are_restricted_to_what_can_be_authorized() {
+    use super::restrict_versions;
+    use crate::protocol::versions::ApiVersionTable;
+    let table = ApiVersionTable::from_ranges([
+        (0, 3, 13), // Produce: v13 names topics by id
+        (1, 4, 18), // Fetch
+        (3, 0, 13), // Metadata: v4+
+        (18, 0, 4), // ApiVersions: served locally, kept
+        (75, 0, 0), // DescribeTopicPartitions: refused, dropped
+        (27, 1, 1), // WriteTxnMarkers: inter-broker, dropped
+        (22, 0, 6), // InitProducerId: up to v5
+    ]);
+    let r = restrict_versions(&table);
+    assert_eq!(r.range(0), Some((3, 12)));
+    assert_eq!(r.range(1), Some((4, 12)));
+    assert_eq!(r.range(3), Some((4, 13)));
+    assert_eq!(r.range(18), Some((0, 4)));
+    assert_eq!(r.range(75), None);
+    assert_eq!(r.range(27), None);
+    assert_eq!(r.range(22), Some((0, 5)));
 }
