@@ -198,9 +198,21 @@ impl Client {
 struct Principals {
     by_name: HashMap<Arc<str>, Vec<(Arc<str>, u32)>>,
     next: u32,
+    /// Principal and host strings of stored ACLs, shared so that a million ACLs of one
+    /// principal hold one copy of its name.
+    strings: HashSet<Arc<str>>,
 }
 
 impl Principals {
+    fn shared(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(Arc::clone(&shared));
+        shared
+    }
+
     fn get(&self, kind: &str, name: &str) -> Option<u32> {
         self.by_name
             .get(name)?
@@ -691,8 +703,8 @@ fn apply_pattern(
         .collect();
     for entry in change.add {
         let identity = (
-            Arc::<str>::from(entry.principal.as_str()),
-            Arc::<str>::from(entry.host.as_str()),
+            principals.shared(&entry.principal),
+            principals.shared(&entry.host),
             entry.operation,
             entry.permission,
         );
