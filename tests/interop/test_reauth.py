@@ -25,13 +25,14 @@ Kafka is the reference, so a wire test Kafka fails is a wrong test.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from clients import confluent_conf, confluent_create_topic, kafka_python_conf, value_for
@@ -76,8 +77,8 @@ def _java_run(java, gw: Gateway, metrics_file, topic: str, tmp) -> RunResult:
     )
     res = RunResult()
     with ConnectionTracker(gw.process.proc.pid) as tracker:
-        r = java.run("ReauthProducer", "produce", str(props), topic, str(LONG_RUN_S), "100",
-                     timeout=LONG_RUN_S + 120)
+        r = java.run("ReauthProducer", "produce", str(props), topic, str(LONG_RUN_S), "100", "consume",
+                     timeout=LONG_RUN_S + 180)
     res.metrics = fresh_metrics(metrics_file)
     res.connections = tracker.accepted_on(portcullis_ports(gw.process))
     assert r.stdout.strip(), f"ReauthProducer printed nothing ({r.returncode}):\n{r.stderr[-4000:]}"
@@ -87,6 +88,60 @@ def _java_run(java, gw: Gateway, metrics_file, topic: str, tmp) -> RunResult:
     assert v.stdout.strip(), f"verify printed nothing ({v.returncode}):\n{v.stderr[-4000:]}"
     res.readback = json.loads(v.stdout.strip().splitlines()[-1])
     return res
+
+
+def _broker_stats(stats: list[str]) -> dict:
+    """librdkafka's own view from its last statistics, per broker handle: connections made and lost,
+    SASL handshakes sent (each beyond the first on a connection is a re-authentication)."""
+    last = json.loads(stats[-1]) if stats else {"brokers": {}}
+    return {
+        name: {"connects": b.get("connects", 0), "disconnects": b.get("disconnects", 0),
+               "handshakes": b.get("req", {}).get("SaslHandshake", 0)}
+        for name, b in last["brokers"].items()
+    }
+
+
+class _ConfluentTail(threading.Thread):
+    """A librdkafka consumer reading the topic (all partitions from the start, no group) while it is
+    written, so its prefetching Fetch requests are in flight when it re-authenticates."""
+
+    def __init__(self, conf: dict, topic: str):
+        super().__init__(name="reauth-confluent-tail", daemon=True)
+        self.conf, self.topic = conf, topic
+        self.stats: list[str] = []
+        self.got: dict[str, bytes] = {}
+        self.duplicates = 0
+        self.errors: list[str] = []
+        self.target: int | None = None
+
+    def run(self) -> None:
+        c = Consumer({**self.conf, "group.id": f"reauth-tail-{self.topic}", "enable.auto.commit": False,
+                      "connections.max.idle.ms": IDLE_CLOSE_MS, "statistics.interval.ms": 1000,
+                      "stats_cb": self.stats.append})
+        try:
+            md = c.list_topics(self.topic, timeout=30)
+            c.assign([TopicPartition(self.topic, pid, OFFSET_BEGINNING) for pid in md.topics[self.topic].partitions])
+            deadline = None
+            while self.target is None or len(self.got) < self.target:
+                if self.target is not None and deadline is None:
+                    deadline = time.monotonic() + 60
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                msg = c.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self.errors.append(str(msg.error()))
+                    continue
+                key = msg.key().decode()
+                if key in self.got:
+                    self.duplicates += 1
+                self.got[key] = msg.value()
+            c.poll(1.5)  # one more statistics callback
+        except Exception as e:  # noqa: BLE001 - reported through the result
+            self.errors.append(repr(e))
+        finally:
+            c.close()
 
 
 def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
@@ -103,7 +158,9 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
             failures.append(str(err))
 
     with ConnectionTracker(gw.process.proc.pid) as tracker:
-        # The topic creation's own connections are over; from here on only the producer connects.
+        # The topic creation's own connections are over; from here on only these two connect.
+        tail = _ConfluentTail(conf, topic)
+        tail.start()
         p = Producer({**conf, "acks": "all", "linger.ms": 5, "connections.max.idle.ms": IDLE_CLOSE_MS,
                       "statistics.interval.ms": 1000, "stats_cb": stats.append})
         end = time.monotonic() + LONG_RUN_S
@@ -120,14 +177,15 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
         remaining = p.flush(60)
         p.poll(1.5)  # one more statistics callback after the last request
         del p
+        tail.target = len(sent)
+        tail.join(timeout=90)
     res.metrics = fresh_metrics(metrics_file)
     res.connections = tracker.accepted_on(portcullis_ports(gw.process))
-    # librdkafka's own view, per broker handle: connections made and SASL handshakes sent.
-    last = json.loads(stats[-1]) if stats else {"brokers": {}}
-    res.extra["brokers"] = {
-        name: {"connects": b.get("connects", 0), "disconnects": b.get("disconnects", 0),
-               "handshakes": b.get("req", {}).get("SaslHandshake", 0)}
-        for name, b in last["brokers"].items()
+    res.extra["producer_brokers"] = _broker_stats(stats)
+    res.extra["consumer_brokers"] = _broker_stats(tail.stats)
+    res.extra["consumer"] = {
+        "finished": not tail.is_alive(), "distinct": len(tail.got), "duplicates": tail.duplicates,
+        "wrong_values": sum(1 for k, v in tail.got.items() if sent.get(k) != v), "errors": tail.errors[:5],
     }
     res.produced = {"sent": len(sent), "failed": len(failures), "first_errors": failures[:5],
                     "not_flushed": remaining}
@@ -438,37 +496,50 @@ def test_reauthentication_after_expiry_is_accepted(endpoint):
 
 @pytest.mark.portcullis_only
 def test_java_producer_reauthenticates_every_connection(background_runs):
-    """kafka-clients 4.4, SCRAM-SHA-512, 100 records/s for 60 s with a 5 s session lifetime."""
+    """kafka-clients 4.4, SCRAM-SHA-512, 100 records/s for 60 s with a 5 s session lifetime, and a
+    consumer reading the topic at the same time (its Fetch requests are parked by the broker for up to
+    500 ms, so re-authentication meets requests in flight)."""
     res = background_runs.result("java")
     _report("java", res)
     p, cm = res.produced, res.produced["client_metrics"]
+    consumed = p["consumer"]
     assert p["ok"] is True and p["failed"] == 0 and p["acked"] == p["sent"], f"{p}\n{res.extra['stderr']}"
     assert p["sent"] >= LONG_RUN_S * 100 * 0.8, p
     assert cm["record-error-total"] == 0 and cm["record-retry-total"] == 0, cm
-    assert cm["failed-reauthentication-total"] == 0, cm
+    assert consumed["ok"] is True and consumed["distinct"] == p["sent"], consumed
+    ccm = consumed["client_metrics"]
+    assert cm["failed-reauthentication-total"] == 0 and ccm["failed-reauthentication-total"] == 0, p
     _assert_reauthenticated_throughout(res, LONG_RUN_S)
-    # The client's own count: its producer connections are the only ones that live past 5 s.
-    long_lived = len(_long_lived(res, LONG_RUN_S))
-    assert cm["successful-reauthentication-total"] >= MIN_REAUTHS_PER_CONNECTION * long_lived, cm
-    assert res.metrics["successful_reauthentication"] >= cm["successful-reauthentication-total"], (res.metrics, cm)
+    # The clients' own count: the producer's and the consumer's broker connections are the only ones
+    # that live past 5 s.
+    client_reauths = cm["successful-reauthentication-total"] + ccm["successful-reauthentication-total"]
+    assert client_reauths >= MIN_REAUTHS_PER_CONNECTION * len(_long_lived(res, LONG_RUN_S)), p
+    assert res.metrics["successful_reauthentication"] >= client_reauths, (res.metrics, p)
     assert res.readback["ok"] is True, res.readback
 
 
 @pytest.mark.portcullis_only
 def test_confluent_producer_reauthenticates_every_connection(background_runs):
     """librdkafka 2.16, SCRAM-SHA-256 (re-authentication on by the per-mechanism table), 100 records/s
-    for 60 s with a 5 s session lifetime."""
+    for 60 s with a 5 s session lifetime, and a consumer reading the topic at the same time."""
     res = background_runs.result("confluent")
     _report("confluent", res)
     p = res.produced
     assert p["failed"] == 0 and p["not_flushed"] == 0, p
     assert p["sent"] >= LONG_RUN_S * 100 * 0.8, p
+    consumed = res.extra["consumer"]
+    assert consumed == {"finished": True, "distinct": p["sent"], "duplicates": 0, "wrong_values": 0,
+                        "errors": []}, consumed
     _assert_reauthenticated_throughout(res, LONG_RUN_S)
-    brokers = res.extra["brokers"]
-    assert all(b["disconnects"] == 0 for b in brokers.values()), brokers
+    handles = [*res.extra["producer_brokers"].items(), *res.extra["consumer_brokers"].items()]
+    brokers = [b for _, b in handles]
+    # librdkafka keeps a separate handle for the group coordinator, which it connects now and then
+    # and closes after 3 s idle; those connections end before any session could expire (no kill).
+    assert brokers and all(b["disconnects"] == 0 for name, b in handles if name != "GroupCoordinator"), res.extra
     # librdkafka's count: each SaslHandshake beyond the first on a connection is a re-authentication.
-    client_reauths = sum(b["handshakes"] - b["connects"] for b in brokers.values())
-    assert client_reauths >= MIN_REAUTHS_PER_CONNECTION * len(_long_lived(res, LONG_RUN_S)), brokers
+    client_reauths = sum(b["handshakes"] - b["connects"] for b in brokers)
+    assert client_reauths >= MIN_REAUTHS_PER_CONNECTION * len(_long_lived(res, LONG_RUN_S)), res.extra
+    assert res.metrics["successful_reauthentication"] >= client_reauths, (res.metrics, res.extra)
     assert res.readback == {**res.readback, "expected": p["sent"], "distinct": p["sent"], "duplicates": 0,
                             "missing": 0, "wrong_values": 0, "unexpected": 0}, res.readback
     # The per-mechanism table turned re-authentication on for SCRAM-SHA-256 only: PLAIN sessions

@@ -3,8 +3,9 @@
 after expiry, so Portcullis must re-authenticate its own upstream connections (SCRAM-SHA-512, as the
 Kafka admin user) before their sessions end.
 
-A Java producer sends 100 records/s through Portcullis for 60 s (the client side has no session
-lifetime, so anything that breaks is the upstream side). Proof that the upstream connections were
+A Java producer sends 100 records/s through Portcullis for 60 s while a consumer reads them (its
+Fetch requests, parked by Kafka for up to 500 ms, are in flight when an upstream session is renewed);
+the client side has no session lifetime, so anything that breaks is the upstream side. Proof that the upstream connections were
 re-authenticated rather than replaced: the upstream connections Portcullis holds (from the kernel)
 live through the whole run, none that carried traffic ends early, the client never loses a
 connection or retries a send, and Portcullis logs no warning or error.
@@ -66,7 +67,8 @@ def test_upstream_connections_are_reauthenticated_for_60s(upstream_reauth_portcu
     topic = unique("up-reauth")
     log_offset = p.log_size()
     with ConnectionTracker(p.proc.pid) as tracker:
-        r = java.run("ReauthProducer", "produce", str(props), topic, str(RUN_S), "100", timeout=RUN_S + 120)
+        r = java.run("ReauthProducer", "produce", str(props), topic, str(RUN_S), "100", "consume",
+                     timeout=RUN_S + 180)
         finished = time.monotonic()
     assert r.stdout.strip(), f"ReauthProducer printed nothing ({r.returncode}):\n{r.stderr[-4000:]}"
     produced = json.loads(r.stdout.strip().splitlines()[-1])
@@ -80,14 +82,17 @@ def test_upstream_connections_are_reauthenticated_for_60s(upstream_reauth_portcu
 
     # The client saw nothing: no failed send, no retry, no lost connection.
     cm = produced["client_metrics"]
+    consumed = produced["consumer"]
     assert produced["ok"] is True and produced["failed"] == 0, f"{seen}\n{r.stderr[-3000:]}"
     assert produced["sent"] >= RUN_S * 100 * 0.8, seen
     assert cm["record-retry-total"] == 0 and cm["record-error-total"] == 0, seen
     assert cm["connection-close-total"] == 0, f"the producer lost a connection: {seen}"
+    assert consumed["ok"] is True and consumed["distinct"] == produced["sent"], seen
+    assert consumed["client_metrics"]["connection-close-total"] == 0, f"the consumer lost a connection: {seen}"
 
-    # Portcullis' upstream connections lived through the run: at least one (the producer's) for all
-    # of it, and none that outlived a session (so carried traffic past an expiry) ended early.
-    assert any(c.lifetime >= RUN_S - 10 for c in upstream), seen
+    # Portcullis' upstream connections lived through the run: at least two (the producer's and the
+    # consumer's) for all of it, and none that outlived a session (so carried traffic past an expiry) ended early.
+    assert sum(c.lifetime >= RUN_S - 10 for c in upstream) >= 2, seen
     cut = [c for c in upstream if c.lifetime >= KAFKA_LIFETIME_MS / 1000 - 1 and c.last_seen < finished - 3]
     assert not cut, f"upstream connections ended during the run: {describe(cut)}\n{seen}"
     assert not WARN_OR_ERROR.findall(log), f"Portcullis logged warnings or errors:\n{log[-4000:]}"

@@ -1,12 +1,16 @@
 // A long-running Java producer for the KIP-368 re-authentication tests (tests/interop/test_reauth.py,
 // test_upstream_reauth.py), run with Kafka's own kafka-clients jar.
 //
-//   java ReauthProducer produce <client.properties> <topic> <seconds> <records-per-second>
+//   java ReauthProducer produce <client.properties> <topic> <seconds> <records-per-second> [consume]
 //       Creates the topic (3 partitions) if needed, then sends keyed records ("rk-<i>", value derived
 //       from the key) at a steady rate for <seconds>, with a small linger, so that every connection
 //       the producer keeps is in use all the time and must re-authenticate before its session ends.
 //       Counts failed sends (callback exceptions) and prints a one-line JSON summary with the
 //       producer's own connection and authentication metrics. Exit 0 only if no send failed.
+//       With `consume`, a consumer (assigned all partitions, no group) reads the topic at the same
+//       time, so its Fetch requests, which the broker parks for up to fetch.max.wait.ms, are in
+//       flight when it re-authenticates; it must read every record exactly once with the right
+//       value (within 60 s after the last send), and its metrics join the summary.
 //
 //   java ReauthProducer verify <client.properties> <topic> <records>
 //       Reads the topic from the beginning of every partition (no consumer group) and checks that
@@ -63,10 +67,11 @@ public final class ReauthProducer {
         }
         switch (args[0]) {
             case "produce" -> {
-                if (args.length != 5) {
+                if (args.length != 5 && !(args.length == 6 && args[5].equals("consume"))) {
                     usage();
                 }
-                System.exit(produce(base, args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4])));
+                System.exit(produce(base, args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        args.length == 6));
             }
             case "verify" -> System.exit(verify(base, args[2], Integer.parseInt(args[3])));
             default -> usage();
@@ -74,7 +79,7 @@ public final class ReauthProducer {
     }
 
     private static void usage() {
-        System.err.println("usage: ReauthProducer produce <props> <topic> <seconds> <records-per-second>");
+        System.err.println("usage: ReauthProducer produce <props> <topic> <seconds> <records-per-second> [consume]");
         System.err.println("       ReauthProducer verify <props> <topic> <records>");
         System.exit(2);
     }
@@ -95,8 +100,87 @@ public final class ReauthProducer {
         }
     }
 
-    static int produce(Properties base, String topic, int seconds, int rate) throws Exception {
+    /** A consumer reading the whole topic while the producer writes it. */
+    static final class ConcurrentConsumer implements Runnable {
+        private final Properties props;
+        private final String topic;
+        final Set<String> seen = new HashSet<>();
+        int duplicates;
+        int badValues;
+        volatile long target = Long.MAX_VALUE;
+        volatile String error = "";
+        final Map<String, Double> metrics = new TreeMap<>();
+
+        ConcurrentConsumer(Properties base, String topic) {
+            props = new Properties();
+            props.putAll(base);
+            props.put("key.deserializer", StringDeserializer.class.getName());
+            props.put("value.deserializer", StringDeserializer.class.getName());
+            props.put("enable.auto.commit", "false");
+            this.topic = topic;
+        }
+
+        @Override
+        public void run() {
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+                List<TopicPartition> parts = new ArrayList<>();
+                for (PartitionInfo p : consumer.partitionsFor(topic, Duration.ofSeconds(60))) {
+                    parts.add(new TopicPartition(topic, p.partition()));
+                }
+                consumer.assign(parts);
+                consumer.seekToBeginning(parts);
+                long deadline = Long.MAX_VALUE;
+                while (seen.size() < target && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                        if (!seen.add(String.valueOf(r.key()))) {
+                            duplicates++;
+                        }
+                        if (r.key() == null || !valueFor(r.key()).equals(r.value())) {
+                            badValues++;
+                        }
+                    }
+                    if (target != Long.MAX_VALUE && deadline == Long.MAX_VALUE) {
+                        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                    }
+                }
+                collect(consumer.metrics(), "consumer-metrics", metrics);
+            } catch (Exception e) {
+                error = e.toString();
+            }
+        }
+    }
+
+    static void collect(Map<MetricName, ? extends Metric> all, String group, Map<String, Double> into) {
+        for (Map.Entry<MetricName, ? extends Metric> m : all.entrySet()) {
+            MetricName n = m.getKey();
+            if (n.group().equals(group) && REPORTED_METRICS.contains(n.name())) {
+                Object v = m.getValue().metricValue();
+                if (v instanceof Double d) {
+                    into.put(n.name(), d);
+                }
+            }
+        }
+    }
+
+    static String json(Map<String, Double> metrics) {
+        StringBuilder m = new StringBuilder("{");
+        for (Map.Entry<String, Double> e : metrics.entrySet()) {
+            if (m.length() > 1) {
+                m.append(',');
+            }
+            m.append('"').append(e.getKey()).append("\":").append(e.getValue().longValue());
+        }
+        return m.append('}').toString();
+    }
+
+    static int produce(Properties base, String topic, int seconds, int rate, boolean consume) throws Exception {
         createTopic(base, topic);
+        ConcurrentConsumer consumer = consume ? new ConcurrentConsumer(base, topic) : null;
+        Thread consumerThread = null;
+        if (consumer != null) {
+            consumerThread = new Thread(consumer, "concurrent-consumer");
+            consumerThread.start();
+        }
         Properties pp = new Properties();
         pp.putAll(base);
         pp.put("acks", "all");
@@ -131,29 +215,26 @@ public final class ReauthProducer {
                 }
             }
             producer.flush();
-            for (Map.Entry<MetricName, ? extends Metric> m : producer.metrics().entrySet()) {
-                MetricName n = m.getKey();
-                if (n.group().equals("producer-metrics") && REPORTED_METRICS.contains(n.name())) {
-                    Object v = m.getValue().metricValue();
-                    if (v instanceof Double d) {
-                        metrics.put(n.name(), d);
-                    }
-                }
-            }
+            collect(producer.metrics(), "producer-metrics", metrics);
         }
         long elapsedMs = (System.nanoTime() - start) / 1_000_000;
-        StringBuilder m = new StringBuilder("{");
-        for (Map.Entry<String, Double> e : metrics.entrySet()) {
-            if (m.length() > 1) {
-                m.append(',');
-            }
-            m.append('"').append(e.getKey()).append("\":").append(e.getValue().longValue());
-        }
-        m.append('}');
         boolean ok = failed.get() == 0 && acked.get() == sent;
+        String consumed = "null";
+        if (consumer != null) {
+            consumer.target = sent;
+            consumerThread.join(TimeUnit.SECONDS.toMillis(90));
+            boolean consumedOk = !consumerThread.isAlive() && consumer.error.isEmpty()
+                    && consumer.seen.size() == sent && consumer.duplicates == 0 && consumer.badValues == 0;
+            ok &= consumedOk;
+            consumed = String.format("{\"ok\":%s,\"distinct\":%d,\"duplicates\":%d,\"bad_values\":%d,"
+                            + "\"error\":\"%s\",\"client_metrics\":%s}",
+                    consumedOk, consumer.seen.size(), consumer.duplicates, consumer.badValues,
+                    consumer.error.replace("\"", "'"), json(consumer.metrics));
+        }
         System.out.printf("{\"ok\":%s,\"sent\":%d,\"acked\":%d,\"failed\":%d,\"first_error\":\"%s\","
-                        + "\"elapsed_ms\":%d,\"client_metrics\":%s}%n",
-                ok, sent, acked.get(), failed.get(), firstError.get().replace("\"", "'"), elapsedMs, m);
+                        + "\"elapsed_ms\":%d,\"client_metrics\":%s,\"consumer\":%s}%n",
+                ok, sent, acked.get(), failed.get(), firstError.get().replace("\"", "'"), elapsedMs,
+                json(metrics), consumed);
         return ok ? 0 : 1;
     }
 
