@@ -26,8 +26,8 @@
 
 pub mod abi;
 pub mod acl;
-pub mod authorization;
 pub mod audit;
+pub mod authorization;
 pub mod authorizer;
 pub mod connection;
 pub mod credentials;
