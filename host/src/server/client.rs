@@ -61,6 +61,8 @@ enum DriverError {
     },
     #[error("cannot rewrite the upstream's response: {0}")]
     Rewrite(#[from] RewriteError),
+    #[error("cannot apply authorization to the upstream's response: {0}")]
+    Authorization(String),
 }
 
 /// Serves one accepted client connection until it closes.
@@ -89,7 +91,11 @@ pub(super) async fn serve<S>(
             tracing::debug!(%peer, ?target, ?reason, "connection closed by the security layer")
         }
         Ok(end) => tracing::debug!(%peer, ?target, ?end, "connection closed"),
-        Err(e @ (DriverError::Upstream { .. } | DriverError::Rewrite(_))) => {
+        Err(
+            e @ (DriverError::Upstream { .. }
+            | DriverError::Rewrite(_)
+            | DriverError::Authorization(_)),
+        ) => {
             tracing::warn!(%peer, ?target, error = %e, "closing client connection")
         }
         Err(e) => tracing::debug!(%peer, ?target, error = %e, "connection closed"),
@@ -184,6 +190,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                     forwarded = true;
                     if request.expects_response {
                         self.queue.push_pending(Pending {
+                            plan: request.plan,
                             api_key: request.api_key,
                             api_version: request.api_version,
                             correlation_id: request.correlation_id,
@@ -254,6 +261,17 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 got,
             }));
         }
+        // Authorization first (filter what this principal may not see, merge the locally denied
+        // entries back in), then the broker addresses.
+        let response = if pending.plan.is_unchanged() {
+            response
+        } else {
+            let applied = pending
+                .plan
+                .apply(response)
+                .map_err(|e| DriverError::Authorization(e.to_string()))?;
+            applied.frame
+        };
         let response = if carries_addresses(pending.api_key) {
             let shared = &self.shared;
             let rewritten = rewrite(

@@ -165,6 +165,10 @@ impl Server {
         .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
         .with_sessions(parts.sessions, parts.metrics)
         .with_local_handlers(parts.local_handlers);
+        let connection_config = match parts.authorizer {
+            Some(authorizer) => connection_config.with_authorizer(authorizer),
+            None => connection_config,
+        };
 
         let bootstrap = TcpListener::bind(&listener.address)
             .await
@@ -305,6 +309,13 @@ async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
         (h.api_key(), min, max)
     });
     let advertised = ApiVersionTable::advertised_with(&discovery.versions, local);
+    // With an authorizer, only versions whose requests the authorization map can read are
+    // advertised: a request Portcullis cannot check is never forwarded.
+    let advertised = if shared.connection_config.authorizer.is_some() {
+        portcullis::authorization::restrict_versions(&advertised)
+    } else {
+        advertised
+    };
     tracing::debug!(
         upstream_apis = discovery.versions.len(),
         advertised_apis = advertised.len(),

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 /// A forwarded request whose response has not arrived yet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Pending {
     /// The API key (to know whether the response carries broker addresses).
     pub api_key: i16,
@@ -14,6 +14,8 @@ pub struct Pending {
     pub api_version: i16,
     /// The correlation id the upstream must answer with.
     pub correlation_id: i32,
+    /// What authorization requires of the response (filtering, merging denied entries).
+    pub plan: portcullis::authorization::ResponsePlan,
 }
 
 #[derive(Debug)]
@@ -103,6 +105,7 @@ mod tests {
 
     fn pending(id: i32) -> Pending {
         Pending {
+            plan: portcullis::authorization::ResponsePlan::unchanged(),
             api_key: 3,
             api_version: 12,
             correlation_id: id,
