@@ -367,3 +367,27 @@ fn by_resource_type_follows_kafkas_default() {
         Decision::Allowed
     );
 }
+
+/// Kafka 4.4's StandardAuthorizer loops forever (`!a` ACL, `!b` asked) or throws
+/// StringIndexOutOfBoundsException (`!ab` ACL, `!ax` asked) on names that sort below `*`: its
+/// wildcard-section re-seek cuts the *action's* common prefix length out of the string `*`.
+/// Group ids and transactional ids may start with such characters. The §6.2 semantics say
+/// neither ACL applies: no ACL exists for the resource.
+#[test]
+fn names_sorting_below_star_get_the_specified_answer() {
+    let f = fixture(&[], true);
+    f.add(&[
+        allow(Rt::Group, Pt::Prefixed, "!a", "User:x", Op::Read),
+        allow(Rt::Group, Pt::Prefixed, "!ab", "User:x", Op::Read),
+        allow(Rt::Group, Pt::Literal, "*", "User:z", Op::Write),
+    ]);
+    let a = f.check("User:y", LOCAL, Op::Read, Rt::Group, "!b");
+    // The `*` ACL applies, so this is DefaultDeny, not DefaultAllow.
+    assert_eq!(
+        (a.decision, a.rule),
+        (Decision::Denied, DecidingRule::DefaultDeny)
+    );
+    assert!(f.allowed("User:x", LOCAL, Op::Read, Rt::Group, "!abx"));
+    assert!(!f.allowed("User:y", LOCAL, Op::Read, Rt::Group, "!ax"));
+    assert!(f.allowed("User:y", LOCAL, Op::Read, Rt::TransactionalId, "!b"));
+}
