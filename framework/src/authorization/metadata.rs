@@ -377,4 +377,17 @@ mod tests {
         assert_eq!(merged.topics[0].error_code, 29);
         assert_eq!(merged.topics[0].topic_id.as_bytes(), &[7u8; 16]);
     }
+
+    /// librdkafka 2.16's all-topics Metadata v13 request, captured on the wire: three bytes follow
+    /// its tagged fields. Kafka answers it, so Portcullis must forward it (unchanged).
+    #[test]
+    fn librdkafka_all_topics_v13_with_trailing_bytes_is_forwarded() {
+        let authz = AllowList::new().arc();
+        let captured = Bytes::from_static(&[
+            0x00, 0x03, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x06, 0x00, 0x07, b'r', b'd', b'k', b'a',
+            b'f', b'k', b'a', 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+        ]);
+        let (out, _plan) = forwarded(&run(&authz, &captured));
+        assert_eq!(out, captured);
+    }
 }

@@ -135,10 +135,19 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Fails unless the whole body was read: a request we cannot account for byte by byte is not
-    /// forwarded.
+    /// Ends a walk. Bytes after the last field are tolerated, as Kafka's own parser tolerates
+    /// them (it stops after the last field it knows): librdkafka 2.16 sends a Metadata v13
+    /// request for all topics with three bytes after its tagged fields, and Kafka answers it.
+    /// Every field Kafka reads has been walked and checked by then, so nothing Kafka would act
+    /// on goes unchecked; the bytes are forwarded untouched.
     pub(crate) fn finish(&self) -> Result<(), Malformed> {
-        self.reader.finish()
+        if self.reader.remaining() > 0 {
+            tracing::debug!(
+                trailing = self.reader.remaining(),
+                "request body has bytes after its last field"
+            );
+        }
+        Ok(())
     }
 }
 
