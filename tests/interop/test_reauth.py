@@ -5,8 +5,9 @@ per-mechanism table) and writes its security counters to a metrics snapshot file
 
 Client runs (each against a Portcullis of its own, so its counters belong to that client alone; the
 three run at the same time, started by the module fixture, while the wire tests run):
-- the Java producer and librdkafka (confluent-kafka) re-authenticate at 85-95 % of the lifetime and
-  must produce for 60 s without a single error, retry or killed connection;
+- the Java clients and librdkafka (confluent-kafka) re-authenticate at 85-95 % of the lifetime: a
+  producer and a consumer reading the same topic (Fetch requests in flight) must run for 60 s
+  without a single error, retry or killed connection;
 - kafka-python 2.x never re-authenticates: it must be cut off at its first request after each expiry
   and carry on by reconnecting, with every record delivered.
 
@@ -15,8 +16,8 @@ idle for 3 s (`connections.max.idle.ms`), so a connection that stayed open for t
 use at least every 3 s; with a 5 s lifetime such a connection is killed at its first request after an
 expiry unless it re-authenticated in time (the kill itself is proved by the kafka-python run and the
 expiry wire test). So: no connection killed, no failed re-authentication, and
-successful_reauthentication >= 10 x the connections that lived through the run (seen from /proc, not
-from Portcullis).
+successful_reauthentication >= 10 x the connections that lived through the run (seen in the kernel's
+socket table, not reported by Portcullis).
 
 Wire tests run against Kafka's REAUTH listener too (scripts/lib/kafka.sh: the same 5 s lifetime):
 Kafka is the reference, so a wire test Kafka fails is a wrong test.
