@@ -28,12 +28,25 @@ impl<'a> Reader<'a> {
         self.bytes.len().saturating_sub(self.pos)
     }
 
-    /// Fails unless every byte was read.
+    /// Fails unless every byte was read. Request bodies use [`Reader::end_of_request`] instead.
     pub fn finish(&self) -> Result<(), Malformed> {
         if self.remaining() == 0 {
             Ok(())
         } else {
             Err(Malformed("trailing bytes"))
+        }
+    }
+
+    /// Ends a request body. Kafka's parser stops after the last field it knows and ignores what
+    /// follows (librdkafka 2.16 sends some requests with bytes after their tagged fields, and
+    /// Kafka answers them), so the bytes are tolerated here too: every field Kafka reads has been
+    /// read and checked by then.
+    pub fn end_of_request(&self) {
+        if self.remaining() > 0 {
+            tracing::debug!(
+                trailing = self.remaining(),
+                "request body has bytes after its last field"
+            );
         }
     }
 

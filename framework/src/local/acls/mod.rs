@@ -256,7 +256,8 @@ fn finish(r: &mut Reader<'_>, flexible: bool) -> Result<(), Malformed> {
     if flexible {
         r.skip_tagged_fields()?;
     }
-    r.finish()
+    r.end_of_request();
+    Ok(())
 }
 
 /// Reads one ACL filter. `None` when it contains an UNKNOWN element (Kafka rejects the request).
@@ -273,14 +274,10 @@ fn read_filter(
     let operation = AclOperation::from_code(r.i8()?);
     let permission = PermissionType::from_code(r.i8()?);
     if flexible {
-        if top_level {
-            r.skip_tagged_fields()?;
-            r.finish()?;
-        } else {
-            r.skip_tagged_fields()?;
-        }
-    } else if top_level {
-        r.finish()?;
+        r.skip_tagged_fields()?;
+    }
+    if top_level {
+        r.end_of_request();
     }
     let unknown = resource_type == ResourceType::Unknown
         || pattern_type == PatternType::Unknown

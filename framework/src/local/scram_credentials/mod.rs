@@ -392,7 +392,7 @@ fn decode_describe(body: &[u8]) -> Result<Option<Vec<String>>, Malformed> {
         }
     };
     r.skip_tagged_fields()?;
-    r.finish()?;
+    r.end_of_request();
     Ok(users)
 }
 
@@ -428,7 +428,7 @@ fn decode_alter(body: &[u8]) -> Result<Vec<Alteration>, Malformed> {
         });
     }
     r.skip_tagged_fields()?;
-    r.finish()?;
+    r.end_of_request();
     Ok(out)
 }
 

@@ -199,7 +199,7 @@ fn bodies_with_impossible_lengths_close_instead_of_allocating() {
         &[0xff, 0xff, 0xff, 0xff, 0x0f][..],
         &[0x7f, 0xff, 0xff, 0xff],
         &[],
-        &[1, 1, 0, 0],
+        &[1, 2],
     ] {
         let request = LocalRequest {
             header: &header,
