@@ -133,6 +133,19 @@ if [[ $target == portcullis && ! -x $PORTCULLIS_BIN ]]; then
   exit 1
 fi
 step "start kafka" kafka_start "$RUN_DIR/kafka" || exit 1
+
+# The host's own integration tests (host/tests/server_kafka.rs) need the running Kafka; they are
+# #[ignore]d in the plain `cargo test` run above and run here against it.
+run_host_kafka_tests() {
+  PORTCULLIS_TEST_KAFKA=$KAFKA_BOOTSTRAP \
+    PORTCULLIS_TEST_KAFKA_SASL=$KAFKA_SASL_BOOTSTRAP \
+    PORTCULLIS_TEST_KAFKA_SASL_USER=$KAFKA_SASL_USER \
+    PORTCULLIS_TEST_KAFKA_SASL_PASSWORD=$KAFKA_SASL_PASSWORD \
+    cargo test -p portcullis-host --test server_kafka -- --ignored
+}
+if ((!interop_only)) && [[ $target == portcullis ]]; then
+  step "host tests against kafka" run_host_kafka_tests || true
+fi
 step "interop tests ($target)" run_pytest || true
 
 run_quickstart() {
