@@ -114,14 +114,17 @@ class _ConfluentTail(threading.Thread):
         self.duplicates = 0
         self.errors: list[str] = []
         self.target: int | None = None
+        self.ready = threading.Event()
 
     def run(self) -> None:
         c = Consumer({**self.conf, "group.id": f"reauth-tail-{self.topic}", "enable.auto.commit": False,
                       "connections.max.idle.ms": IDLE_CLOSE_MS, "statistics.interval.ms": 1000,
                       "stats_cb": self.stats.append})
         try:
-            md = c.list_topics(self.topic, timeout=30)
-            c.assign([TopicPartition(self.topic, pid, OFFSET_BEGINNING) for pid in md.topics[self.topic].partitions])
+            _await_served(self.conf, self.topic)
+            partitions = c.list_topics(self.topic, timeout=30).topics[self.topic].partitions
+            c.assign([TopicPartition(self.topic, pid, OFFSET_BEGINNING) for pid in partitions])
+            self.ready.set()
             deadline = None
             while self.target is None or len(self.got) < self.target:
                 if self.target is not None and deadline is None:
@@ -142,6 +145,7 @@ class _ConfluentTail(threading.Thread):
         except Exception as e:  # noqa: BLE001 - reported through the result
             self.errors.append(repr(e))
         finally:
+            self.ready.set()  # also on failure: the producer side must not wait for nothing
             c.close()
 
 
@@ -162,6 +166,8 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
         # The topic creation's own connections are over; from here on only these two connect.
         tail = _ConfluentTail(conf, topic)
         tail.start()
+        if not tail.ready.wait(90) or tail.errors:
+            raise AssertionError(f"the consumer did not get ready: {tail.errors}")
         p = Producer({**conf, "acks": "all", "linger.ms": 5, "connections.max.idle.ms": IDLE_CLOSE_MS,
                       "statistics.interval.ms": 1000, "stats_cb": stats.append})
         end = time.monotonic() + LONG_RUN_S
@@ -236,9 +242,31 @@ def _confluent_read_all(conf: dict, topic: str, sent: dict[str, bytes], timeout:
             "unexpected": len(unexpected)}
 
 
+def _await_served(conf: dict, topic: str, timeout: float = 60) -> None:
+    """Waits until every partition of a new topic answers ListOffsets, so a timed run starts on a
+    topic the broker already serves (not in the middle of its creation)."""
+    c = Consumer({**conf, "group.id": f"reauth-await-{topic}"})
+    try:
+        deadline = time.monotonic() + timeout
+        for pid in sorted(c.list_topics(topic, timeout=30).topics[topic].partitions):
+            while True:
+                try:
+                    c.get_watermark_offsets(TopicPartition(topic, pid), timeout=5)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+    finally:
+        c.close()
+
+
 def _kafka_python_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
     user, password = gw.user("alice")
     res = RunResult()
+    setup = confluent_conf(gw, "SCRAM-SHA-512", user, password)
+    confluent_create_topic(setup, topic, partitions=3)
+    _await_served(setup, topic)
     before = fresh_metrics(metrics_file)
     sent: dict[str, bytes] = {}
     errors: list[str] = []
@@ -267,7 +295,7 @@ def _kafka_python_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
     res.extra["before"] = before
     res.connections = tracker.accepted_on(portcullis_ports(gw.process))
     res.produced = {"sent": len(sent), "failed": len(errors), "first_errors": errors[:5]}
-    res.readback = _confluent_read_all(confluent_conf(gw, "SCRAM-SHA-512", user, password), topic, sent)
+    res.readback = _confluent_read_all(setup, topic, sent)
     return res
 
 

@@ -98,6 +98,19 @@ public final class ReauthProducer {
                 throw e;
             }
         }
+        // A created topic is not yet served: wait until every partition answers ListOffsets (the
+        // consumer retries NOT_LEADER_OR_FOLLOWER until then), so the timed run starts on a ready topic.
+        Properties cp = new Properties();
+        cp.putAll(base);
+        cp.put("key.deserializer", StringDeserializer.class.getName());
+        cp.put("value.deserializer", StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> parts = new ArrayList<>();
+            for (PartitionInfo p : consumer.partitionsFor(topic, Duration.ofSeconds(60))) {
+                parts.add(new TopicPartition(topic, p.partition()));
+            }
+            consumer.endOffsets(parts, Duration.ofSeconds(60));
+        }
     }
 
     /** A consumer reading the whole topic while the producer writes it. */
