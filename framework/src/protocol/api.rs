@@ -2,6 +2,8 @@
 
 /// Produce.
 pub const PRODUCE: i16 = 0;
+/// Fetch.
+pub const FETCH: i16 = 1;
 /// Metadata.
 pub const METADATA: i16 = 3;
 /// FindCoordinator.
