@@ -177,7 +177,7 @@ mod tests {
                     if a.resource.name == "a" {
                         Authorization {
                             decision: Decision::Allowed,
-                            rule: DecidingRule::MatchingAcl(AclBinding {
+                            rule: DecidingRule::MatchingAcl(Arc::new(AclBinding {
                                 pattern: ResourcePattern::new(
                                     ResourceType::Topic,
                                     "a",
@@ -189,7 +189,7 @@ mod tests {
                                     operation: AclOperation::Read,
                                     permission: PermissionType::Allow,
                                 },
-                            }),
+                            })),
                         }
                     } else {
                         Authorization {

@@ -110,7 +110,7 @@ pub enum DecidingRule {
     /// The principal is a super user.
     SuperUser,
     /// This ACL matched.
-    MatchingAcl(AclBinding),
+    MatchingAcl(std::sync::Arc<AclBinding>),
     /// No ACL exists for the resource and `allow_everyone_if_no_acl_found` is set.
     DefaultAllow,
     /// No matching ALLOW.

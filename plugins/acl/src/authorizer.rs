@@ -211,7 +211,7 @@ impl AclAuthorizer {
     }
 }
 
-fn matching(binding: Option<AclBinding>) -> DecidingRule {
+fn matching(binding: Option<Arc<AclBinding>>) -> DecidingRule {
     binding.map_or(DecidingRule::DefaultDeny, DecidingRule::MatchingAcl)
 }
 

@@ -73,6 +73,9 @@ pub(crate) struct StoredAcl {
     host: Arc<str>,
     operation: AclOperation,
     permission: PermissionType,
+    /// The whole binding, shared: an `authorize()` decided by this ACL hands it out as its
+    /// deciding rule without allocating.
+    binding: Arc<AclBinding>,
 }
 
 impl StoredAcl {
@@ -120,11 +123,8 @@ impl ResourceAcls {
     }
 
     /// The binding of the ACL at `index` (a position returned by a lookup).
-    pub(crate) fn binding(&self, index: usize) -> Option<AclBinding> {
-        self.acls.get(index).map(|acl| AclBinding {
-            pattern: self.pattern(),
-            entry: acl.entry(),
-        })
+    pub(crate) fn binding(&self, index: usize) -> Option<Arc<AclBinding>> {
+        self.acls.get(index).map(|acl| Arc::clone(&acl.binding))
     }
 
     fn bindings(&self) -> impl Iterator<Item = AclBinding> + '_ {
@@ -716,6 +716,10 @@ fn apply_pattern(
             host: identity.1,
             operation: entry.operation,
             permission: entry.permission,
+            binding: Arc::new(AclBinding {
+                pattern: pattern.clone(),
+                entry: entry.clone(),
+            }),
         };
         note(true, &acl, principals, hosts);
         acls.push(acl);

@@ -365,7 +365,7 @@ fn check(
                     let witnesses: Vec<&AclBinding> = model
                         .matching(who, client, ask.operation, ask.resource_type, ask.name)
                         .collect();
-                    prop_assert!(witnesses.contains(&b), "{:?} not matching", b);
+                    prop_assert!(witnesses.contains(&&**b), "{:?} not matching", b);
                     let wanted = if expected == Decision::Allowed {
                         Perm::Allow
                     } else {

@@ -321,7 +321,10 @@ fn matching_acl_is_reported() {
     let a = f.check("User:a", LOCAL, Op::Describe, Rt::Topic, "logs");
     assert_eq!(
         (a.decision, a.rule),
-        (Decision::Allowed, DecidingRule::MatchingAcl(b))
+        (
+            Decision::Allowed,
+            DecidingRule::MatchingAcl(std::sync::Arc::new(b))
+        )
     );
 }
 
