@@ -476,12 +476,36 @@ fn unadvertised_apis_and_rejected_ones_close() {
         c.handle_frame(frame, 0).as_slice(),
         [Action::Close(CloseReason::Unsupported(_))]
     ));
+}
+
+/// A request the forwarding policy rejects (DeleteTopics in the test policy) is answered the way
+/// Kafka answers a request whose every resource is denied.
+#[test]
+fn rejected_requests_get_kafkas_denial_response() {
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
     let mut c = authenticated();
-    let frame = Bytes::from_static(&[0, 20, 0, 4, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0]);
-    assert!(matches!(
-        c.handle_frame(frame, 0).as_slice(),
-        [Action::Close(CloseReason::Unsupported(_))]
-    ));
+    let body = DeleteTopicsRequest::default().with_topic_names(vec![
+        TopicName(StrBytes::from_static_str("a")),
+        TopicName(StrBytes::from_static_str("b")),
+    ]);
+    let (cid, response): (_, DeleteTopicsResponse) = response(
+        ApiKey::DeleteTopics,
+        4,
+        &single_response(c.handle_frame(request(ApiKey::DeleteTopics, 4, 8, &body), 0)),
+    );
+    assert_eq!(cid, 8);
+    let codes: Vec<(String, i16)> = response
+        .responses
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                r.error_code,
+            )
+        })
+        .collect();
+    assert_eq!(codes, vec![("a".into(), 29), ("b".into(), 29)]);
+    assert!(c.session().is_some());
 }
 
 #[test]

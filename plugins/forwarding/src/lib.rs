@@ -2,7 +2,8 @@
 //!
 //! `passthrough`: the security APIs (SASL, ApiVersions, ACLs, delegation tokens, SCRAM
 //! credentials, Envelope) are served by Portcullis itself; everything else goes upstream as the
-//! service identity; API keys listed in `deny_api_keys` are refused with POLICY_VIOLATION.
+//! service identity; API keys listed in `deny_api_keys` are refused (`Route::Reject` with
+//! POLICY_VIOLATION, which the connection answers with Kafka's denial response for that API).
 
 use std::sync::Arc;
 
