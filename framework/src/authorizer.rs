@@ -146,6 +146,36 @@ pub trait Authorizer: Send + Sync {
     }
 }
 
+/// An authorizer that answers every action the same way: what a forwarding policy's refusal is
+/// answered with (every resource denied), and a fixed answer for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedDecision(pub Decision);
+
+impl Authorizer for FixedDecision {
+    fn authorize(&self, _: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
+        let rule = match self.0 {
+            Decision::Allowed => DecidingRule::DefaultAllow,
+            Decision::Denied => DecidingRule::DefaultDeny,
+        };
+        actions
+            .iter()
+            .map(|_| Authorization {
+                decision: self.0,
+                rule: rule.clone(),
+            })
+            .collect()
+    }
+
+    fn authorize_by_resource_type(
+        &self,
+        _: &RequestContext,
+        _: AclOperation,
+        _: ResourceType,
+    ) -> Decision {
+        self.0
+    }
+}
+
 /// Why an ACL operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

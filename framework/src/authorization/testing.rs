@@ -172,24 +172,4 @@ pub(crate) fn s(text: &str) -> StrBytes {
 }
 
 /// Answers every action the same way.
-pub(crate) struct Fixed(pub(crate) Decision);
-
-impl Authorizer for Fixed {
-    fn authorize(&self, _: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
-        actions
-            .iter()
-            .map(|_| Authorization {
-                decision: self.0,
-                rule: DecidingRule::DefaultDeny,
-            })
-            .collect()
-    }
-    fn authorize_by_resource_type(
-        &self,
-        _: &RequestContext,
-        _: AclOperation,
-        _: ResourceType,
-    ) -> Decision {
-        self.0
-    }
-}
+pub(crate) use crate::authorizer::FixedDecision as Fixed;

@@ -171,8 +171,9 @@ fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Byt
             // TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED…),
             // so clients report a refusal instead of retrying a dropped connection. An API the
             // authorization map cannot answer is closed.
-            let refuse_all: std::sync::Arc<dyn crate::authorizer::Authorizer> =
-                std::sync::Arc::new(RefuseAll);
+            let refuse_all: std::sync::Arc<dyn crate::authorizer::Authorizer> = std::sync::Arc::new(
+                crate::authorizer::FixedDecision(crate::authorizer::Decision::Denied),
+            );
             match authorize(conn, &session, &refuse_all, header, &frame) {
                 Verdict::Respond(bytes) => {
                     (State::Authenticated(session), vec![Action::Respond(bytes)])
@@ -232,32 +233,4 @@ fn respond(
 
 fn close(reason: CloseReason) -> Transition {
     (State::Failed, vec![Action::Close(reason)])
-}
-
-/// The authorizer used to answer requests a forwarding policy rejects: it denies everything.
-struct RefuseAll;
-
-impl crate::authorizer::Authorizer for RefuseAll {
-    fn authorize(
-        &self,
-        _: &RequestContext,
-        actions: &[crate::authorizer::Action],
-    ) -> Vec<crate::authorizer::Authorization> {
-        actions
-            .iter()
-            .map(|_| crate::authorizer::Authorization {
-                decision: crate::authorizer::Decision::Denied,
-                rule: crate::authorizer::DecidingRule::DefaultDeny,
-            })
-            .collect()
-    }
-
-    fn authorize_by_resource_type(
-        &self,
-        _: &RequestContext,
-        _: crate::acl::AclOperation,
-        _: crate::acl::ResourceType,
-    ) -> crate::authorizer::Decision {
-        crate::authorizer::Decision::Denied
-    }
 }

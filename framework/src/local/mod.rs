@@ -39,6 +39,33 @@ pub enum LocalResponse {
     Close(String),
 }
 
+/// Whether the session may perform `operation` on the CLUSTER resource (what the ACL and
+/// credential APIs require).
+pub(crate) fn cluster_allowed(
+    authorizer: &dyn crate::authorizer::Authorizer,
+    request: &LocalRequest<'_>,
+    operation: crate::acl::AclOperation,
+) -> bool {
+    use crate::authorizer::{Action, Decision, RequestContext};
+    let context = RequestContext::new(
+        request.session.principal.clone(),
+        request.client_address,
+        "",
+        request.header.api_key,
+        request.header.api_version,
+        request.header.correlation_id,
+    );
+    let action = Action::new(
+        operation,
+        crate::acl::ResourceType::Cluster,
+        crate::acl::CLUSTER_NAME,
+    );
+    authorizer
+        .authorize(&context, &[action])
+        .first()
+        .is_some_and(|a| a.decision == Decision::Allowed)
+}
+
 /// A locally served API.
 pub trait LocalHandler: Send + Sync {
     /// The API key.

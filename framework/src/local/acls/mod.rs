@@ -17,9 +17,8 @@ use super::{LocalHandler, LocalRequest, LocalResponse};
 use crate::acl::{
     AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
     PatternType, PermissionType, ResourcePattern, ResourcePatternFilter, ResourceType,
-    CLUSTER_NAME,
 };
-use crate::authorizer::{AclAdminError, Action, Authorizer, Decision, RequestContext};
+use crate::authorizer::{AclAdminError, Authorizer};
 use crate::errors::ErrorCode;
 use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
 use crate::protocol::codec::encode_response;
@@ -51,19 +50,7 @@ impl AclApis {
         request: &LocalRequest<'_>,
         operation: AclOperation,
     ) -> bool {
-        let context = RequestContext::new(
-            request.session.principal.clone(),
-            request.client_address,
-            "",
-            request.header.api_key,
-            request.header.api_version,
-            request.header.correlation_id,
-        );
-        let action = Action::new(operation, ResourceType::Cluster, CLUSTER_NAME);
-        authorizer
-            .authorize(&context, &[action])
-            .first()
-            .is_some_and(|a| a.decision == Decision::Allowed)
+        super::cluster_allowed(authorizer, request, operation)
     }
 
     fn describe(

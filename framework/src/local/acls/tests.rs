@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::*;
-use crate::authorizer::{AclAdmin, Authorization, DecidingRule};
+use crate::authorizer::{AclAdmin, Action, Authorization, DecidingRule, Decision, RequestContext};
 use crate::connection::Session;
 use crate::principal::Principal;
 use crate::protocol::header::RequestHeader;

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{LocalHandler, LocalRequest, LocalResponse};
-use crate::acl::{AclOperation, ResourceType, CLUSTER_NAME};
-use crate::authorizer::{Action, Authorizer, Decision, RequestContext};
+use crate::acl::AclOperation;
+use crate::authorizer::Authorizer;
 use crate::credentials::ScramMechanism;
 use crate::errors::ErrorCode;
 use crate::protocol::api::{ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS};
@@ -109,22 +109,10 @@ impl ScramCredentialsApi {
     }
 
     fn cluster_allowed(&self, request: &LocalRequest<'_>, operation: AclOperation) -> bool {
-        let Some(authorizer) = &self.authorizer else {
-            return true;
-        };
-        let context = RequestContext::new(
-            request.session.principal.clone(),
-            request.client_address,
-            "",
-            request.header.api_key,
-            request.header.api_version,
-            request.header.correlation_id,
-        );
-        let action = Action::new(operation, ResourceType::Cluster, CLUSTER_NAME);
-        authorizer
-            .authorize(&context, &[action])
-            .first()
-            .is_some_and(|a| a.decision == Decision::Allowed)
+        // Without an authorizer everything is allowed, as on a Kafka broker without one.
+        self.authorizer
+            .as_deref()
+            .is_none_or(|a| super::cluster_allowed(a, request, operation))
     }
 
     fn describe(&self, request: &LocalRequest<'_>) -> LocalResponse {
