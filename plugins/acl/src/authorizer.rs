@@ -151,12 +151,25 @@ impl AclAuthorizer {
         }
         let index = self.index.load();
         let client = index.client(&context.principal, context.client_address);
-        match index.decide(
+        self.decide_on(
+            &index,
             &client,
             action.operation,
             action.resource.resource_type,
             &action.resource.name,
-        ) {
+        )
+    }
+
+    /// The decision for a LITERAL resource, given the snapshot and the resolved client.
+    fn decide_on(
+        &self,
+        index: &Index,
+        client: &Client,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> Decision {
+        match index.decide(client, operation, resource_type, name) {
             Outcome::Allow(..) => Decision::Allowed,
             Outcome::NoAcls if self.allow_everyone_if_no_acl_found => Decision::Allowed,
             Outcome::Deny(..) | Outcome::NoMatch | Outcome::NoAcls => Decision::Denied,
@@ -322,12 +335,19 @@ impl Authorizer for AclAuthorizer {
         {
             return Decision::Denied;
         }
-        let hardcode = Action::new(operation, resource_type, HARDCODE_RESOURCE).quiet();
-        if self.decide(context, &hardcode) == Decision::Allowed {
+        if self.is_super_user(&context.principal) {
             return Decision::Allowed;
         }
+        // Kafka's first step: an ordinary authorize() on the resource name "hardcode", so that
+        // wildcard ACLs decide. One snapshot and one client lookup serve both steps, and nothing
+        // is allocated.
         let index = self.index.load();
         let client = index.client(&context.principal, context.client_address);
+        if self.decide_on(&index, &client, operation, resource_type, HARDCODE_RESOURCE)
+            == Decision::Allowed
+        {
+            return Decision::Allowed;
+        }
         if index.allows_some(&client, operation, resource_type) {
             Decision::Allowed
         } else {
