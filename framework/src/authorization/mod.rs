@@ -194,6 +194,28 @@ pub(crate) enum Outcome {
     Close(String),
 }
 
+/// Splits a request's `[topic, [partition…]]` entries by `keep`: all kept → forwarded unchanged;
+/// none kept → answered locally by `respond`; some kept → the denied entries are spliced out of
+/// the client's bytes and `rewrite` says how to merge them back into the upstream's response.
+pub(crate) fn split_topics(
+    req: &Request<'_>,
+    topics: &wire::Topics,
+    keep: &[bool],
+    respond: impl FnOnce(&[(String, Vec<i32>)]) -> Result<Outcome, Refusal>,
+    rewrite: impl FnOnce(wire::TopicPartitions) -> Rewrite,
+) -> Result<Outcome, Refusal> {
+    if keep.iter().all(|k| *k) {
+        return Ok(req.unchanged());
+    }
+    let denied = topics.denied(keep);
+    if keep.iter().all(|k| !*k) {
+        return respond(&denied);
+    }
+    let mut edits = Vec::new();
+    topics.span.keep_only(keep, &mut edits);
+    Ok(Outcome::Forward(req.rewritten(edits), rewrite(denied)))
+}
+
 /// Why a request could not be enforced.
 #[derive(Debug)]
 pub(crate) enum Refusal {

@@ -34,29 +34,6 @@ fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_owned()))
 }
 
-/// Splits the topics by `keep`: all kept → unchanged, none → `respond`, some → splice.
-fn split(
-    req: &Request<'_>,
-    topics: &Topics,
-    keep: &[bool],
-    respond: impl FnOnce(&[(String, Vec<i32>)]) -> Result<Outcome, Refusal>,
-    rewrite: impl FnOnce(Overwrite) -> Rewrite,
-) -> Result<Outcome, Refusal> {
-    if keep.iter().all(|k| *k) {
-        return Ok(req.unchanged());
-    }
-    let denied = topics.denied(keep);
-    if keep.iter().all(|k| !*k) {
-        return respond(&denied);
-    }
-    let mut edits = Vec::new();
-    topics.span.keep_only(keep, &mut edits);
-    Ok(Outcome::Forward(
-        req.rewritten(edits),
-        rewrite(Overwrite { denied }),
-    ))
-}
-
 fn keep_described(chk: &mut Checker<'_>, topics: &Topics) -> Vec<bool> {
     let allowed = chk.allowed_names(
         AclOperation::Describe,
@@ -93,14 +70,14 @@ pub(crate) fn list_offsets(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<O
     walk.tags()?;
     walk.finish()?;
     let keep = keep_described(chk, &topics);
-    split(
+    super::split_topics(
         req,
         &topics,
         &keep,
         |denied| {
             req.respond(&ListOffsetsResponse::default().with_topics(list_offsets_entries(denied)))
         },
-        Rewrite::ListOffsets,
+        |denied| Rewrite::ListOffsets(Overwrite { denied }),
     )
 }
 
@@ -149,14 +126,14 @@ pub(crate) fn offset_for_leader_epoch(
     } else {
         keep_described(chk, &topics)
     };
-    split(
+    super::split_topics(
         req,
         &topics,
         &keep,
         |denied| {
             req.respond(&OffsetForLeaderEpochResponse::default().with_topics(epoch_entries(denied)))
         },
-        Rewrite::OffsetForLeaderEpoch,
+        |denied| Rewrite::OffsetForLeaderEpoch(Overwrite { denied }),
     )
 }
 

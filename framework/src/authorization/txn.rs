@@ -220,12 +220,12 @@ pub(crate) fn txn_offset_commit(
         return respond(&all, GROUP_DENIED);
     }
     let keep = keep_topics(chk, AclOperation::Read, &topics);
-    split(
+    super::split_topics(
         req,
         &topics,
         &keep,
         |d| respond(d, TOPIC_DENIED),
-        |denied| Merge::TxnOffsetCommit { denied },
+        |denied| Rewrite::Txn(Merge::TxnOffsetCommit { denied }),
     )
 }
 
@@ -241,28 +241,6 @@ fn keep_topics(chk: &mut Checker<'_>, operation: AclOperation, topics: &Topics) 
         .iter()
         .map(|e| ok.contains(&e.name))
         .collect()
-}
-
-fn split(
-    req: &Request<'_>,
-    topics: &Topics,
-    keep: &[bool],
-    respond: impl FnOnce(&[(String, Vec<i32>)]) -> Result<Outcome, Refusal>,
-    merge: impl FnOnce(Vec<(String, Vec<i32>)>) -> Merge,
-) -> Result<Outcome, Refusal> {
-    if keep.iter().all(|k| *k) {
-        return Ok(req.unchanged());
-    }
-    let denied = topics.denied(keep);
-    if keep.iter().all(|k| !*k) {
-        return respond(&denied);
-    }
-    let mut edits = Vec::new();
-    topics.span.keep_only(keep, &mut edits);
-    Ok(Outcome::Forward(
-        req.rewritten(edits),
-        Rewrite::Txn(merge(denied)),
-    ))
 }
 
 fn commit_entries(denied: &[(String, Vec<i32>)], code: i16) -> Vec<TxnOffsetCommitResponseTopic> {
@@ -326,12 +304,12 @@ pub(crate) fn describe_producers(
     w.tags()?;
     w.finish()?;
     let keep = keep_topics(chk, AclOperation::Read, &topics);
-    split(
+    super::split_topics(
         req,
         &topics,
         &keep,
         |d| req.respond(&DescribeProducersResponse::default().with_topics(producer_entries(d))),
-        |denied| Merge::DescribeProducers { denied },
+        |denied| Rewrite::Txn(Merge::DescribeProducers { denied }),
     )
 }
 
