@@ -151,19 +151,13 @@ fn split_topics(
         .iter()
         .map(|e| allowed.contains(&e.name))
         .collect();
-    if keep.iter().all(|k| *k) {
-        return Ok(req.unchanged());
-    }
-    let denied = topics.denied(&keep);
-    if keep.iter().all(|k| !*k) {
-        return respond(&denied, TOPIC_DENIED);
-    }
-    let mut edits = Vec::new();
-    topics.span.keep_only(&keep, &mut edits);
-    Ok(Outcome::Forward(
-        req.rewritten(edits),
-        Rewrite::OffsetCommit(OffsetCommitMerge { denied, delete }),
-    ))
+    super::split_topics(
+        req,
+        topics,
+        &keep,
+        |denied| respond(denied, TOPIC_DENIED),
+        |denied| Rewrite::OffsetCommit(OffsetCommitMerge { denied, delete }),
+    )
 }
 
 /// OffsetCommit v2–9.
