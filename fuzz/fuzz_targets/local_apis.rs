@@ -1,0 +1,111 @@
+//! The locally served security APIs (CreateAcls, DescribeAcls, DeleteAcls,
+//! DescribeUserScramCredentials, AlterUserScramCredentials) behind an authenticated connection:
+//! the first byte picks the API and version, the rest is the request body. Never panics; bad
+//! bodies close the connection.
+#![no_main]
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use bytes::{BufMut, Bytes, BytesMut};
+use libfuzzer_sys::fuzz_target;
+use portcullis::authorizer::{Decision, FixedDecision};
+use portcullis::connection::{Connection, ConnectionConfig};
+use portcullis::credentials::ScramMechanism;
+use portcullis::events::EventBus;
+use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
+use portcullis::local::acls::AclApis;
+use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange, ScramCredentialsApi};
+use portcullis::local::LocalHandler;
+use portcullis::principal::DefaultPrincipalBuilder;
+use portcullis::protocol::api::is_security_api;
+use portcullis::protocol::versions::ApiVersionTable;
+use portcullis::sasl::{Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome};
+
+/// Authenticates anyone: the target is what comes after authentication.
+struct Anyone;
+struct AnyoneExchange;
+impl SaslMechanism for Anyone {
+    fn name(&self) -> &str {
+        "FUZZ"
+    }
+    fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(AnyoneExchange)
+    }
+}
+impl SaslExchange for AnyoneExchange {
+    fn step(&mut self, _: &[u8]) -> StepOutcome {
+        StepOutcome::Complete(Authenticated::new("admin"))
+    }
+}
+
+struct SecurityLocal;
+impl ForwardingPolicy for SecurityLocal {
+    fn name(&self) -> &str {
+        "fuzz"
+    }
+    fn route(&self, r: &RequestInfo<'_>) -> Route {
+        if is_security_api(r.api_key) {
+            Route::Local
+        } else {
+            Route::Upstream { identity: UpstreamIdentity::Service }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Memory(Mutex<Vec<(String, ScramMechanism, u32)>>);
+impl CredentialAdmin for Memory {
+    fn list(&self) -> Vec<(String, ScramMechanism, u32)> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
+        let _ = changes.len();
+        Ok(())
+    }
+}
+
+const APIS: [(i16, i16, i16); 5] = [(29, 1, 3), (30, 1, 3), (31, 1, 3), (50, 0, 0), (51, 0, 0)];
+
+fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(api_key);
+    b.put_i16(version);
+    b.put_i32(correlation_id);
+    b.put_i16(-1);
+    // Flexible versions carry a tagged-field section in the header.
+    let flexible = matches!((api_key, version), (29..=31, 2..) | (50 | 51, _));
+    if flexible {
+        b.put_u8(0);
+    }
+    b.put_slice(body);
+    b.freeze()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, body)) = data.split_first() else { return };
+    let (api_key, min, max) = APIS[usize::from(selector) % APIS.len()];
+    let version = min + i16::from(selector >> 4) % (max - min + 1);
+    let allow: Arc<dyn portcullis::authorizer::Authorizer> = Arc::new(FixedDecision(Decision::Allowed));
+    let authorizer = if selector & 0x08 == 0 { None } else { Some(allow) };
+    let mut handlers: Vec<Arc<dyn LocalHandler>> = AclApis::handlers(authorizer.clone()).into_iter().collect();
+    handlers.extend(ScramCredentialsApi::handlers(Arc::new(Memory::default()), authorizer));
+    let local = handlers.iter().map(|h| (h.api_key(), h.versions().0, h.versions().1));
+    let versions = ApiVersionTable::advertised_with(&ApiVersionTable::default(), local);
+    let config = ConnectionConfig::new(
+        "fuzz",
+        vec![Arc::new(Anyone)],
+        Arc::new(DefaultPrincipalBuilder),
+        Arc::new(SecurityLocal),
+        Arc::new(ArcSwap::from_pointee(versions)),
+        EventBus::new(),
+    )
+    .with_local_handlers(handlers);
+    let mut conn = Connection::new(Arc::new(config), IpAddr::from([127, 0, 0, 1]), false);
+    // SaslHandshake v1 "FUZZ", then one SaslAuthenticate v1 round.
+    let _ = conn.handle_frame(frame(17, 1, 1, &[0, 4, b'F', b'U', b'Z', b'Z']), 0);
+    let _ = conn.handle_frame(frame(36, 1, 2, &[0, 0, 0, 0]), 0);
+    assert!(conn.session().is_some());
+    let _ = conn.handle_frame(frame(api_key, version, 3, body), 0);
+});
