@@ -7,6 +7,10 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=RUSTC");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a build script runs at compile time, not in the sans-I/O framework"
+    )]
     let description = Command::new(&rustc)
         .arg("-vV")
         .output()

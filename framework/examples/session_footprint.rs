@@ -4,6 +4,11 @@
 //! used while the sessions sit idle (there is no timer or task per session, so it should be ~0).
 //!
 //! `cargo run --release -p portcullis --example session_footprint -- 100000`
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a measurement tool, not shipped: it reads /proc and the clock to measure the framework"
+)]
 
 use std::net::IpAddr;
 use std::sync::Arc;

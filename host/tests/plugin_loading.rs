@@ -1,6 +1,13 @@
 //! Loads real plugin libraries: the example crates are built with cargo, copied into a plugin
 //! directory next to a C shared library without a declaration and a file that is not a library
 //! at all, and the directory is loaded the way the host does at start-up.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an integration test reports a failure by panicking"
+)]
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};

@@ -6,6 +6,13 @@
 //! `scripts/test.sh` starts one and runs them with `--ignored`. Run by hand:
 //! `PORTCULLIS_TEST_KAFKA=127.0.0.1:9092 cargo test -p portcullis-host --test server_kafka -- --ignored`.
 //! Without the variable they fail: a test that silently passes without its broker proves nothing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an integration test reports a failure by panicking"
+)]
 
 use std::net::SocketAddr;
 use std::path::Path;

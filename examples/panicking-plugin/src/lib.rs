@@ -2,6 +2,11 @@
 //! crosses the library boundary. Its configuration picks where it panics:
 //! `panic_in = "create"` (in `from_config`), `"start"`, or `"step"` (the default; the exchange
 //! panics when the client sends `panic!` and fails visibly otherwise).
+#![allow(
+    clippy::panic,
+    reason = "this plugin exists to panic, for the host's containment tests"
+)]
+
 use portcullis::abi::{MechanismPlugin, PluginConfig};
 use portcullis::sasl::{AuthFailure, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome};
 

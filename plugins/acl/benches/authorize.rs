@@ -9,6 +9,15 @@
 //!   rule (an owned `AclBinding` when an ACL decides);
 //! - `<corpus>/<case>/decide`: the same decision without building the rule (no allocation);
 //! - `<corpus>/<case>`: `authorize_by_resource_type`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a benchmark harness, not shipped: it reads its corpus files and reports a broken one by panicking"
+)]
 
 #[path = "support/mod.rs"]
 mod support;

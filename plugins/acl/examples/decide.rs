@@ -2,6 +2,15 @@
 //! StandardAuthorizer on the same file (`scripts/bench-authorizer.sh` does).
 //!
 //! `cargo run -p portcullis-plugin-acl --example decide -- <corpus.acl>`
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a benchmark tool, not shipped: it reads a corpus file and reports a broken one by panicking"
+)]
 
 #[path = "../benches/support/mod.rs"]
 mod support;

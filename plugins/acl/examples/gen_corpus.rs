@@ -14,6 +14,11 @@
 //!
 //! Cases named `bench_*` are measured; every case is also compared between the two authorizers.
 //! The pseudo-random deny choice is seeded, so the files are reproducible.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "a benchmark tool, not shipped: writing the corpus files is its job"
+)]
 
 use std::fs::File;
 use std::io::{self, BufWriter};

@@ -16,15 +16,6 @@
 //! `authorize_by_resource_type`), this authorizer denies.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 use std::sync::Arc;
 

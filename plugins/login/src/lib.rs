@@ -4,15 +4,6 @@
 //! `PlainLoginModule` and `ScramLoginModule`): [`PlainLogin`], [`ScramLogin`], and
 //! [`login_module`] to pick one by mechanism name.
 #![forbid(unsafe_code)]
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 use std::sync::Arc;
 

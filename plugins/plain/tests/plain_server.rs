@@ -1,4 +1,11 @@
 //! PLAIN server tests against real SCRAM credentials in the framework's in-memory view.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an integration test reports a failure by panicking"
+)]
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

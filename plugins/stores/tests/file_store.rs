@@ -1,5 +1,17 @@
 //! The file store against real files: durability across reopen, recovery of torn tails,
 //! refusal of damaged logs, the directory lock, and replay into the credential view.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an integration test reports a failure by panicking"
+)]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the test damages and inspects the store's real files"
+)]
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

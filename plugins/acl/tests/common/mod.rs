@@ -1,4 +1,8 @@
 //! Helpers shared by the integration tests: a real FileMetadataStore in a temp dir.
+#![allow(
+    clippy::unwrap_used,
+    reason = "shared by integration tests, which report a failure by panicking"
+)]
 #![allow(dead_code)]
 
 use std::net::IpAddr;
