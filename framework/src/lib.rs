@@ -13,6 +13,7 @@
 //! | authenticate Portcullis to an upstream broker | [`login::LoginModule`]                   |
 //! | observe what happens                          | [`events::EventBus`]                     |
 //! | drive a client connection (host authors)      | [`connection::Connection`]               |
+#![deny(missing_docs)]
 
 pub mod abi;
 pub mod acl;

@@ -4,7 +4,7 @@
 //! reason — and the host keeps starting with the others.
 //!
 //! Native plugins are trusted code: opening a library runs its initialisers before any check,
-//! and nothing sandboxes it afterwards. Libraries are never unloaded (see [`open_forever`]).
+//! and nothing sandboxes it afterwards. Libraries are never unloaded (see `open_forever` for why).
 
 use std::collections::BTreeMap;
 use std::fmt;

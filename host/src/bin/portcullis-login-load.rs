@@ -7,7 +7,7 @@
 //! has its own `--timeout-ms`, so the tool always stops by itself.
 //!
 //! The SCRAM client salts the password with PBKDF2 (4096 iterations or more) once per salt and
-//! iteration count and reuses the result ([`SaltedPasswordCache`]); otherwise the tool would mostly
+//! iteration count and reuses the result ([`SaltedPasswordCache`](portcullis_plugin_scram::SaltedPasswordCache)); otherwise the tool would mostly
 //! measure its own PBKDF2 rather than the server.
 #![forbid(unsafe_code)]
 

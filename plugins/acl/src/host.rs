@@ -56,8 +56,8 @@ pub fn normalize(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Java's `InetAddress.getHostAddress()` of `ip` (after [`normalize`]): the string an ACL host
-/// must equal to match this client.
+/// Java's `InetAddress.getHostAddress()` of `ip`, an IPv4-mapped IPv6 address written as IPv4
+/// (as `normalize` does): the string an ACL host must equal to match this client.
 pub fn java_host_address(ip: IpAddr) -> String {
     match normalize(ip) {
         IpAddr::V4(v4) => v4.to_string(),

@@ -3,9 +3,9 @@
 //! The built-in `acl` authorizer: Apache Kafka's StandardAuthorizer semantics
 //! (kafka-security-semantics §6.2–§6.5), decided by an index instead of a scan.
 //!
-//! - [`AclAuthorizer`] implements [`Authorizer`](portcullis::authorizer::Authorizer) and
+//! - [`AclAuthorizer`] implements [`Authorizer`] and
 //!   [`AclAdmin`](portcullis::authorizer::AclAdmin) over the node's
-//!   [`MetadataStore`](portcullis::store::MetadataStore): ACLs are replayed at start, and each
+//!   [`MetadataStore`]: ACLs are replayed at start, and each
 //!   change is durable before it is visible.
 //! - Registered with the host as `acl` ([`portcullis::registry::AuthorizerFactory`]).
 //! - [`corpus`]: the ACL corpus format shared with the JMH harness that benchmarks Kafka's own
@@ -15,7 +15,7 @@
 //! [`AclAuthorizer`]; where Kafka throws (a non-LITERAL action, ANY arguments to
 //! `authorize_by_resource_type`), this authorizer denies.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 

@@ -4,6 +4,7 @@
 //! credentials, Envelope) are served by Portcullis itself; everything else goes upstream as the
 //! service identity; API keys listed in `deny_api_keys` are refused (`Route::Reject` with
 //! POLICY_VIOLATION, which the connection answers with Kafka's denial response for that API).
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 

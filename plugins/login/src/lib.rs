@@ -4,6 +4,7 @@
 //! `PlainLoginModule` and `ScramLoginModule`): [`PlainLogin`], [`ScramLogin`], and
 //! [`login_module`] to pick one by mechanism name.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 //! for PLAIN and SCRAM alike, and no password is ever stored. Deriving the key costs a PBKDF2 per
 //! login, so successful derivations are remembered in a bounded cache ([`verifier`]).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 

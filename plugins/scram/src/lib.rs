@@ -9,6 +9,7 @@
 //! - [`derive_credential`], [`credential_from_salted_password`], [`random_salt`]: credential
 //!   derivation for the credential APIs.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@
 //! per `append` call: `length: u32 BE | crc32c(payload): u32 BE | payload`, where the payload is
 //! the JSON array of that call's records (at most [`MAX_BATCH_BYTES`]).
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 // The one module of the plugins allowed blocking file I/O: a durable store's job is to write and
 // fsync its log (the `MetadataStore` contract is synchronous: a change is durable when `append`
