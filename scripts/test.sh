@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Portcullis' full test run: installs what the tests need (Kafka jars, Python venv, kcat), builds the
-# workspace, runs `cargo test --workspace`, starts ONE Apache Kafka for the whole interop run and runs
-# the pytest interop suite (tests/interop) through Portcullis against it. Prints a summary at the end
-# and exits non-zero if any step failed.
+# Portcullis' full test run: first checks formatting, clippy and rustdoc (fast, nothing installed;
+# a failure stops the run there), then installs what the tests need (Kafka jars, Python venv,
+# kcat), builds the workspace, runs `cargo test --workspace`, starts ONE Apache Kafka for the whole
+# interop run and runs the pytest interop suite (tests/interop) through Portcullis against it.
+# Prints a summary at the end and exits non-zero if any step failed.
 #
 # Usage: scripts/test.sh [--interop-only] [--no-quickstart] [--target portcullis|kafka] [--keep]
-#                        [-- PYTEST_ARGS...]
+#                        [--no-lint] [-- PYTEST_ARGS...]
 #   --interop-only   skip `cargo test` (still builds the portcullis binary)
 #   --no-quickstart  skip the final `scripts/quickstart.sh --exit` smoke run
 #   --target kafka   run the client tests straight against Kafka's SASL listener (checks the suite
 #                    itself; Portcullis-only tests are deselected)
 #   --keep           keep the run directory (configs, Kafka and Portcullis logs) even on success
+#   --no-lint        skip the fmt/clippy/doc step (to iterate on one test by hand; CI never does)
 #   PYTEST_ARGS      passed to pytest, e.g. -- -k kcat -x
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -29,6 +31,7 @@ interop_only=0
 quickstart=1
 target=portcullis
 keep=0
+lint=1
 pytest_args=()
 while (($#)); do
   case "$1" in
@@ -36,8 +39,9 @@ while (($#)); do
     --no-quickstart) quickstart=0 ;;
     --target) target=${2:?--target needs portcullis or kafka}; shift ;;
     --keep) keep=1 ;;
+    --no-lint) lint=0 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift
@@ -97,6 +101,28 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
+# The guardrails (docs/architecture.md, "Guardrails"): formatting, clippy with the workspace lints
+# and rustdoc, all three run so one pass shows every problem. Needs only cargo, so it runs before
+# anything heavy is installed, and a failure ends the run here.
+lint_check() {
+  local failed_cmds=() cmd
+  local -a checks=(
+    "cargo fmt --all --check"
+    "cargo clippy --workspace --all-targets -- -D warnings"
+    "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace"
+  )
+  for cmd in "${checks[@]}"; do
+    log "lint: $cmd"
+    # Fixed strings from the list above; eval only to apply the RUSTDOCFLAGS prefix.
+    eval "$cmd" || failed_cmds+=("$cmd")
+  done
+  ((${#failed_cmds[@]} == 0)) && return 0
+  log "lint FAILED. Fix it, then check locally with:"
+  for cmd in "${failed_cmds[@]}"; do log "    $cmd"; done
+  [[ " ${failed_cmds[*]} " == *"cargo fmt"* ]] && log "    (cargo fmt --all rewrites the files)"
+  return 1
+}
+
 install_deps() {
   require_tools cargo java javac mvn python3 openssl
   ensure_kcat
@@ -119,6 +145,9 @@ run_pytest() {
   return "$rc"
 }
 
+if ((lint)); then
+  step "lint (fmt, clippy, doc)" lint_check || exit 1
+fi
 step "install dependencies" install_deps || exit 1
 if ((interop_only)) && [[ $target == kafka ]]; then
   : # nothing to build: the clients talk to Kafka directly
