@@ -86,7 +86,9 @@ finish() {
   local line
   for line in "${summary[@]}"; do echo "  $line"; done
   [[ -f $RUN_DIR/pytest-summary.txt ]] && echo "  interop: $(cat "$RUN_DIR/pytest-summary.txt")"
-  if ((failed)) || ((keep)); then
+  if ((failed)) && ! ((keep)) && rmdir "$RUN_DIR" 2>/dev/null; then
+    : # nothing in it (the run stopped before writing anything, e.g. at the lint step)
+  elif ((failed)) || ((keep)); then
     echo "  run directory kept: $RUN_DIR"
   else
     rm -rf "$RUN_DIR"
