@@ -112,6 +112,9 @@ lint_check() {
     "cargo fmt --all --check"
     "cargo clippy --workspace --all-targets -- -D warnings"
     "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace"
+    # The fuzz crate is outside the workspace; checking it also keeps its targets compiling.
+    "cargo fmt --manifest-path fuzz/Cargo.toml --check"
+    "cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings"
   )
   for cmd in "${checks[@]}"; do
     log "lint: $cmd"
@@ -121,7 +124,8 @@ lint_check() {
   ((${#failed_cmds[@]} == 0)) && return 0
   log "lint FAILED. Fix it, then check locally with:"
   for cmd in "${failed_cmds[@]}"; do log "    $cmd"; done
-  [[ " ${failed_cmds[*]} " == *"cargo fmt"* ]] && log "    (cargo fmt --all rewrites the files)"
+  [[ " ${failed_cmds[*]} " == *"cargo fmt"* ]] &&
+    log "    (cargo fmt --all, and cargo fmt --manifest-path fuzz/Cargo.toml, rewrite the files)"
   return 1
 }
 

@@ -9,14 +9,14 @@ use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
 use portcullis::connection::{Connection, ConnectionConfig};
 use portcullis::credentials::{InMemoryCredentials, NoTokens, ScramMechanism};
-use portcullis::sasl::SaslMechanism;
-use portcullis_plugin_plain::PlainServer;
-use portcullis_plugin_scram::ScramServer;
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::principal::DefaultPrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
 use portcullis::registry::Services;
+use portcullis::sasl::SaslMechanism;
+use portcullis_plugin_plain::PlainServer;
+use portcullis_plugin_scram::ScramServer;
 
 struct Upstream;
 impl ForwardingPolicy for Upstream {
@@ -24,7 +24,9 @@ impl ForwardingPolicy for Upstream {
         "fuzz"
     }
     fn route(&self, _: &RequestInfo<'_>) -> Route {
-        Route::Upstream { identity: UpstreamIdentity::Service }
+        Route::Upstream {
+            identity: UpstreamIdentity::Service,
+        }
     }
 }
 
@@ -32,12 +34,20 @@ fuzz_target!(|data: &[u8]| {
     let credentials = Arc::new(InMemoryCredentials::new());
     let services = Services::new(credentials.clone(), Arc::new(NoTokens), EventBus::new());
     let mechanisms: Vec<Arc<dyn SaslMechanism>> = vec![
-        Arc::new(ScramServer::from_services(ScramMechanism::Sha512, &services)),
-        Arc::new(ScramServer::from_services(ScramMechanism::Sha256, &services)),
+        Arc::new(ScramServer::from_services(
+            ScramMechanism::Sha512,
+            &services,
+        )),
+        Arc::new(ScramServer::from_services(
+            ScramMechanism::Sha256,
+            &services,
+        )),
         Arc::new(PlainServer::new(credentials)),
     ];
     let upstream = ApiVersionTable::from_ranges([(0, 3, 11), (3, 0, 12), (10, 0, 6)]);
-    let versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(&upstream)));
+    let versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
+        &upstream,
+    )));
     let config = ConnectionConfig::new(
         "fuzz",
         mechanisms,

@@ -16,7 +16,9 @@ use portcullis::credentials::ScramMechanism;
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::local::acls::AclApis;
-use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange, ScramCredentialsApi};
+use portcullis::local::scram_credentials::{
+    CredentialAdmin, CredentialChange, ScramCredentialsApi,
+};
 use portcullis::local::LocalHandler;
 use portcullis::principal::DefaultPrincipalBuilder;
 use portcullis::protocol::api::is_security_api;
@@ -49,7 +51,9 @@ impl ForwardingPolicy for SecurityLocal {
         if is_security_api(r.api_key) {
             Route::Local
         } else {
-            Route::Upstream { identity: UpstreamIdentity::Service }
+            Route::Upstream {
+                identity: UpstreamIdentity::Service,
+            }
         }
     }
 }
@@ -84,14 +88,29 @@ fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Bytes 
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, body)) = data.split_first() else { return };
-    let (api_key, min, max) = APIS[usize::from(selector) % APIS.len()];
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
+    let Some(&(api_key, min, max)) = APIS.get(usize::from(selector) % APIS.len()) else {
+        return;
+    };
     let version = min + i16::from(selector >> 4) % (max - min + 1);
-    let allow: Arc<dyn portcullis::authorizer::Authorizer> = Arc::new(FixedDecision(Decision::Allowed));
-    let authorizer = if selector & 0x08 == 0 { None } else { Some(allow) };
-    let mut handlers: Vec<Arc<dyn LocalHandler>> = AclApis::handlers(authorizer.clone()).into_iter().collect();
-    handlers.extend(ScramCredentialsApi::handlers(Arc::new(Memory::default()), authorizer));
-    let local = handlers.iter().map(|h| (h.api_key(), h.versions().0, h.versions().1));
+    let allow: Arc<dyn portcullis::authorizer::Authorizer> =
+        Arc::new(FixedDecision(Decision::Allowed));
+    let authorizer = if selector & 0x08 == 0 {
+        None
+    } else {
+        Some(allow)
+    };
+    let mut handlers: Vec<Arc<dyn LocalHandler>> =
+        AclApis::handlers(authorizer.clone()).into_iter().collect();
+    handlers.extend(ScramCredentialsApi::handlers(
+        Arc::new(Memory::default()),
+        authorizer,
+    ));
+    let local = handlers
+        .iter()
+        .map(|h| (h.api_key(), h.versions().0, h.versions().1));
     let versions = ApiVersionTable::advertised_with(&ApiVersionTable::default(), local);
     let config = ConnectionConfig::new(
         "fuzz",

@@ -9,10 +9,9 @@ use portcullis::secret::Secret;
 use portcullis_plugin_scram::{messages, ScramClient};
 
 fuzz_target!(|data: &[u8]| {
-    let (first, last) = match data.iter().position(|&b| b == 0) {
-        Some(at) => (&data[..at], &data[at + 1..]),
-        None => (data, &[][..]),
-    };
+    let mut parts = data.splitn(2, |&b| b == 0);
+    let first = parts.next().unwrap_or_default();
+    let last = parts.next().unwrap_or_default();
     let mut client = ScramClient::new(ScramMechanism::Sha256, "alice", Secret::new("pw"));
     let Ok(_) = client.initial() else {
         panic!("initial message for a valid user must succeed");

@@ -7,9 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use portcullis::credentials::{
-    InMemoryCredentials, ScramMechanism, TokenCredential, TokenView,
-};
+use portcullis::credentials::{InMemoryCredentials, ScramMechanism, TokenCredential, TokenView};
 use portcullis::sasl::{ExchangeContext, SaslExchange, StepOutcome};
 use portcullis_plugin_scram::{derive_credential, ScramServer};
 
@@ -27,7 +25,11 @@ fn servers() -> &'static [ScramServer; 2] {
         ScramMechanism::ALL.map(|mechanism| {
             let creds = InMemoryCredentials::new();
             // A fixed salt keeps runs reproducible; PBKDF2 runs once, here.
-            creds.upsert("alice", mechanism, derive_credential(mechanism, "pw", b"fuzz-salt", 4096));
+            creds.upsert(
+                "alice",
+                mechanism,
+                derive_credential(mechanism, "pw", b"fuzz-salt", 4096),
+            );
             let token = TokenCredential::new(
                 "owner",
                 derive_credential(mechanism, "token-hmac", b"fuzz-salt", 4096),
@@ -42,11 +44,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((selector, rest)) = data.split_first() else {
         return;
     };
-    let server = &servers()[usize::from(selector & 1)];
-    let (first, last) = match rest.iter().position(|&b| b == 0) {
-        Some(at) => (&rest[..at], &rest[at + 1..]),
-        None => (rest, &[][..]),
+    let Some(server) = servers().get(usize::from(selector & 1)) else {
+        return;
     };
+    let mut parts = rest.splitn(2, |&b| b == 0);
+    let first = parts.next().unwrap_or_default();
+    let last = parts.next().unwrap_or_default();
     let context = ExchangeContext::new(IpAddr::V4(Ipv4Addr::LOCALHOST), "fuzz", 0);
     let mut exchange = server.start_exchange(&context);
     match exchange.step(first) {
@@ -54,7 +57,9 @@ fuzz_target!(|data: &[u8]| {
             assert!(server_first.starts_with(b"r="));
             match exchange.step(last) {
                 // Forging a proof would mean breaking HMAC: a success here is a bug.
-                StepOutcome::Complete(done) => panic!("fuzzer authenticated as {}", done.authorization_id),
+                StepOutcome::Complete(done) => {
+                    panic!("fuzzer authenticated as {}", done.authorization_id)
+                }
                 StepOutcome::Continue(_) => panic!("SCRAM has no third server message"),
                 StepOutcome::Fail(_) => {}
             }
