@@ -2,8 +2,8 @@
 # Portcullis' login benchmark: the same full-login load against Apache Kafka's own SASL_PLAINTEXT
 # listener and against Portcullis (in front of that Kafka), in one run, side by side.
 #
-#   1. builds the release binaries (`portcullis`, `portcullis-login-load`) and runs the criterion
-#      SCRAM exchange bench (`cargo bench -p portcullis-plugin-scram`);
+#   1. builds the release binaries (`portcullis`, and `portcullis-login-load` from tools/login-load)
+#      and runs the criterion SCRAM exchange bench (`cargo bench -p portcullis-plugin-scram`);
 #   2. starts one Kafka 4.4 (KRaft, loopback, free ports; SCRAM-SHA-512/256 and PLAIN user) with
 #      scripts/lib/kafka.sh, and one Portcullis (`portcullis scram add` the same user, then
 #      `portcullis serve` with a generated config, upstream = Kafka's PLAINTEXT listener);
@@ -142,7 +142,7 @@ machine_info() {
 # 1. Build and the criterion bench
 
 log "=== building release binaries"
-cargo build --release -p portcullis-host --bin portcullis --bin portcullis-login-load
+cargo build --release -p portcullis-host -p portcullis-login-load --bins
 [[ -x $LOAD_BIN ]] || die "no load tool at $LOAD_BIN"
 
 if ((criterion)); then
