@@ -951,6 +951,145 @@ mod tests {
     }
 
     #[test]
+    fn offset_delete_needs_delete_on_the_group_and_read_on_topics() {
+        use kafka_protocol::messages::offset_delete_request::{
+            OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+        };
+        use kafka_protocol::messages::OffsetDeleteRequest;
+        let authz = AllowList::new()
+            .allow(AclOperation::Delete, ResourceType::Group, "ok")
+            .allow(AclOperation::Read, ResourceType::Topic, "b")
+            .arc();
+        let req = |group: &str, topics: &[&str]| {
+            OffsetDeleteRequest::default()
+                .with_group_id(g(group))
+                .with_topics(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            OffsetDeleteRequestTopic::default()
+                                .with_name(TopicName(s(t)))
+                                .with_partitions(vec![
+                                    OffsetDeleteRequestPartition::default().with_partition_index(3)
+                                ])
+                        })
+                        .collect(),
+                )
+        };
+        // The group denied: one top-level error, no per-topic entries.
+        let r: OffsetDeleteResponse = response_body(
+            ApiKey::OffsetDelete,
+            0,
+            &responded(&run(
+                &authz,
+                &frame(ApiKey::OffsetDelete, 0, &req("no", &["b"])),
+            )),
+        );
+        assert_eq!((r.error_code, r.topics.len()), (30, 0));
+        // One topic denied: spliced out, put back with 29 after the upstream's entries.
+        let (out, plan) = forwarded(&run(
+            &authz,
+            &frame(ApiKey::OffsetDelete, 0, &req("ok", &["a", "b"])),
+        ));
+        let sent: OffsetDeleteRequest = request_body(&out);
+        assert_eq!(sent.topics.len(), 1);
+        assert_eq!(sent.topics[0].name.0.as_str(), "b");
+        let upstream =
+            OffsetDeleteResponse::default().with_topics(vec![OffsetDeleteResponseTopic::default()
+                .with_name(TopicName(s("b")))
+                .with_partitions(vec![
+                    OffsetDeleteResponsePartition::default().with_partition_index(3)
+                ])]);
+        let merged = plan
+            .apply(response(ApiKey::OffsetDelete, 0, &upstream))
+            .unwrap();
+        let merged: OffsetDeleteResponse = response_body(ApiKey::OffsetDelete, 0, &merged.frame);
+        let codes: Vec<_> = merged
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.0.to_string(),
+                    t.partitions[0].partition_index,
+                    t.partitions[0].error_code,
+                )
+            })
+            .collect();
+        assert_eq!(codes, [("b".into(), 3, 0), ("a".into(), 3, 29)]);
+        // Every topic denied: answered locally, per partition.
+        let r: OffsetDeleteResponse = response_body(
+            ApiKey::OffsetDelete,
+            0,
+            &responded(&run(
+                &authz,
+                &frame(ApiKey::OffsetDelete, 0, &req("ok", &["a"])),
+            )),
+        );
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.topics[0].partitions[0].error_code, 29);
+    }
+
+    #[test]
+    fn offset_fetch_v8_masks_requested_topics_that_may_not_be_described() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Describe, ResourceType::Group, "ok")
+            .allow(AclOperation::Describe, ResourceType::Topic, "a")
+            .arc();
+        for version in [8, 9] {
+            let req =
+                OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                    .with_group_id(g("ok"))
+                    .with_topics(Some(
+                        ["a", "b"]
+                            .iter()
+                            .map(|t| {
+                                OffsetFetchRequestTopics::default()
+                                    .with_name(TopicName(s(t)))
+                                    .with_partition_indexes(vec![4])
+                            })
+                            .collect(),
+                    ))]);
+            let (_, plan) = forwarded(&run(&authz, &frame(ApiKey::OffsetFetch, version, &req)));
+            let upstream = OffsetFetchResponse::default().with_groups(vec![
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g("ok"))
+                    .with_topics(
+                        ["a", "b"]
+                            .iter()
+                            .map(|t| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(s(t)))
+                                    .with_partitions(vec![OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(4)
+                                        .with_committed_offset(55)
+                                        .with_committed_leader_epoch(7)
+                                        .with_metadata(Some(s("secret")))])
+                            })
+                            .collect(),
+                    ),
+            ]);
+            let merged = plan
+                .apply(response(ApiKey::OffsetFetch, version, &upstream))
+                .unwrap();
+            let merged: OffsetFetchResponse =
+                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+            let topics = &merged.groups[0].topics;
+            assert_eq!(topics[0].partitions[0].committed_offset, 55);
+            let denied = &topics[1].partitions[0];
+            assert_eq!(
+                (
+                    denied.partition_index,
+                    denied.committed_offset,
+                    denied.committed_leader_epoch,
+                    denied.metadata.as_ref().map(|m| m.to_string()),
+                    denied.error_code
+                ),
+                (4, -1, -1, Some(String::new()), 29)
+            );
+        }
+    }
+
+    #[test]
     fn offset_fetch_hides_denied_groups_and_topics() {
         let authz = AllowList::new()
             .allow(AclOperation::Describe, ResourceType::Group, "ok")

@@ -599,6 +599,53 @@ mod tests {
     }
 
     #[test]
+    fn txn_offset_commit_denied_id_or_group_fails_every_partition() {
+        let authz = AllowList::new()
+            .allow(AclOperation::Write, ResourceType::TransactionalId, "tx")
+            .allow(AclOperation::Read, ResourceType::Group, "g")
+            .allow(AclOperation::Read, ResourceType::Topic, "a")
+            .arc();
+        let req = |id: &str, group: &str| {
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(tx(id))
+                .with_group_id(GroupId(text(group)))
+                .with_topics(
+                    ["a", "b"]
+                        .iter()
+                        .map(|t| {
+                            TxnOffsetCommitRequestTopic::default()
+                                .with_name(topic(t))
+                                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                                    .with_partition_index(6)])
+                        })
+                        .collect(),
+                )
+        };
+        for version in [0, 3, 5] {
+            for (id, group, code) in [("other", "g", 53), ("tx", "h", 30)] {
+                let f = frame(ApiKey::TxnOffsetCommit, version, &req(id, group));
+                let r: TxnOffsetCommitResponse = response_body(
+                    ApiKey::TxnOffsetCommit,
+                    version,
+                    &responded(&run(&authz, &f)),
+                );
+                let got: Vec<_> = r
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.name.0.to_string(),
+                            t.partitions[0].partition_index,
+                            t.partitions[0].error_code,
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, [("a".into(), 6, code), ("b".into(), 6, code)]);
+            }
+        }
+    }
+
+    #[test]
     fn describe_and_list_apis_hide_what_may_not_be_described() {
         let authz = AllowList::new()
             .allow(AclOperation::Read, ResourceType::Topic, "a")
