@@ -18,6 +18,7 @@
 
 mod check;
 mod cluster;
+mod entries;
 mod fetch;
 mod groups;
 mod metadata;

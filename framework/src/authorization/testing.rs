@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader as WireHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, GroupId, RequestHeader as WireHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::{enforce, Enforcement, Verdict};
@@ -169,6 +169,10 @@ pub(crate) fn responded(e: &Enforcement) -> Bytes {
 
 pub(crate) fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
+}
+
+pub(crate) fn g(name: &str) -> GroupId {
+    GroupId(s(name))
 }
 
 /// Answers every action the same way.

@@ -13,45 +13,33 @@
 //!   only DESCRIBE-able topics are listed. ListTransactions: only DESCRIBE-able ids are listed.
 
 use bytes::Bytes;
-use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
-};
-use kafka_protocol::messages::describe_producers_response::{PartitionResponse, TopicResponse};
+use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnTopicResult;
 use kafka_protocol::messages::describe_transactions_response::TransactionState;
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, ApiKey, DescribeProducersResponse,
     DescribeTransactionsResponse, EndTxnResponse, InitProducerIdResponse, ListTransactionsResponse,
-    ProducerId, TopicName, TransactionalId, TxnOffsetCommitResponse,
+    ProducerId, TransactionalId, TxnOffsetCommitResponse,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use super::check::{Checker, Loud};
-use super::wire::{self, PlanError, Topics};
+use super::entries::{
+    allowed_topics, put_back, respond_denied, split_topic_errors, text, TopicErrors, GROUP_DENIED,
+    TOPIC_DENIED, TXN_DENIED,
+};
+use super::groups::{authorize_commit, commit_topics};
+use super::wire::{self, PlanError, TopicPartitions};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
 use crate::acl::{AclOperation, ResourceType};
 use crate::errors::ErrorCode;
 
-const TXN_DENIED: i16 = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0;
-const GROUP_DENIED: i16 = ErrorCode::GROUP_AUTHORIZATION_FAILED.0;
-const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
 /// OPERATION_NOT_ATTEMPTED.
 const NOT_ATTEMPTED: i16 = 55;
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-fn topic(s: &str) -> TopicName {
-    TopicName(text(s))
-}
 
 /// What to put back into or filter out of a transaction API response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Merge {
-    TxnOffsetCommit { denied: Vec<(String, Vec<i32>)> },
-    DescribeProducers { denied: Vec<(String, Vec<i32>)> },
+    TxnOffsetCommit { denied: TopicPartitions },
+    DescribeProducers { denied: TopicPartitions },
     DescribeTransactions { denied: Vec<String> },
     ListTransactions,
 }
@@ -105,19 +93,7 @@ pub(crate) fn add_partitions_to_txn(
             .entries
             .iter()
             .map(|e| {
-                let code = code_for(&e.name);
-                AddPartitionsToTxnTopicResult::default()
-                    .with_name(topic(&e.name))
-                    .with_results_by_partition(
-                        e.partitions
-                            .iter()
-                            .map(|p| {
-                                AddPartitionsToTxnPartitionResult::default()
-                                    .with_partition_index(*p)
-                                    .with_partition_error_code(code)
-                            })
-                            .collect(),
-                    )
+                AddPartitionsToTxnTopicResult::denied(&e.name, &e.partitions, code_for(&e.name))
             })
             .collect();
         req.respond(
@@ -197,90 +173,15 @@ pub(crate) fn txn_offset_commit(
         let _member_id = w.string()?;
         let _instance_id = w.nullable_string()?;
     }
-    let topics = wire::topic_array(&mut w, |w| {
-        let index = w.i32()?;
-        let _offset = w.i64()?;
-        if v >= 2 {
-            let _leader_epoch = w.i32()?;
-        }
-        let _metadata = w.nullable_string()?;
-        w.tags()?;
-        Ok(index)
-    })?;
+    let topics = commit_topics(&mut w, v >= 2)?;
     w.tags()?;
     w.finish()?;
-    let all = topics.denied(&vec![false; topics.entries.len()]);
-    let respond = |denied: &[(String, Vec<i32>)], code: i16| {
-        req.respond(&TxnOffsetCommitResponse::default().with_topics(commit_entries(denied, code)))
-    };
     if !write_txn(chk, &id) {
-        return respond(&all, TXN_DENIED);
+        return respond_denied::<TxnOffsetCommitResponse>(req, &topics.all(), TXN_DENIED);
     }
-    if !chk.allowed(AclOperation::Read, ResourceType::Group, &group, Loud::Yes) {
-        return respond(&all, GROUP_DENIED);
-    }
-    let keep = keep_topics(chk, AclOperation::Read, &topics);
-    super::split_topics(
-        req,
-        &topics,
-        &keep,
-        |d| respond(d, TOPIC_DENIED),
-        |denied| Rewrite::Txn(Merge::TxnOffsetCommit { denied }),
-    )
-}
-
-fn keep_topics(chk: &mut Checker<'_>, operation: AclOperation, topics: &Topics) -> Vec<bool> {
-    let ok = chk.allowed_names(
-        operation,
-        ResourceType::Topic,
-        topics.entries.iter().map(|e| e.name.as_str()),
-        Loud::Yes,
-    );
-    topics
-        .entries
-        .iter()
-        .map(|e| ok.contains(&e.name))
-        .collect()
-}
-
-fn commit_entries(denied: &[(String, Vec<i32>)], code: i16) -> Vec<TxnOffsetCommitResponseTopic> {
-    denied
-        .iter()
-        .map(|(n, partitions)| {
-            TxnOffsetCommitResponseTopic::default()
-                .with_name(topic(n))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            TxnOffsetCommitResponsePartition::default()
-                                .with_partition_index(*p)
-                                .with_error_code(code)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
-}
-
-fn producer_entries(denied: &[(String, Vec<i32>)]) -> Vec<TopicResponse> {
-    denied
-        .iter()
-        .map(|(n, partitions)| {
-            TopicResponse::default()
-                .with_name(topic(n))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            PartitionResponse::default()
-                                .with_partition_index(*p)
-                                .with_error_code(TOPIC_DENIED)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
+    authorize_commit::<TxnOffsetCommitResponse>(req, chk, &group, &topics, |denied| {
+        Rewrite::Txn(Merge::TxnOffsetCommit { denied })
+    })
 }
 
 fn transaction_entries(denied: &[String]) -> Vec<TransactionState> {
@@ -303,14 +204,10 @@ pub(crate) fn describe_producers(
     let topics = wire::topic_array(&mut w, |w| w.i32())?;
     w.tags()?;
     w.finish()?;
-    let keep = keep_topics(chk, AclOperation::Read, &topics);
-    super::split_topics(
-        req,
-        &topics,
-        &keep,
-        |d| req.respond(&DescribeProducersResponse::default().with_topics(producer_entries(d))),
-        |denied| Rewrite::Txn(Merge::DescribeProducers { denied }),
-    )
+    let keep = allowed_topics(chk, AclOperation::Read, &topics);
+    split_topic_errors::<DescribeProducersResponse>(req, &topics, &keep, |denied| {
+        Rewrite::Txn(Merge::DescribeProducers { denied })
+    })
 }
 
 /// DescribeTransactions v0: forwarded without the denied ids; topics filtered on the way back.
@@ -370,15 +267,10 @@ impl Merge {
     ) -> Result<Bytes, PlanError> {
         match self {
             Merge::TxnOffsetCommit { denied } => {
-                let mut body: TxnOffsetCommitResponse = response.decode(ApiKey::TxnOffsetCommit)?;
-                body.topics.extend(commit_entries(denied, TOPIC_DENIED));
-                response.encode(ApiKey::TxnOffsetCommit, &body)
+                put_back::<TxnOffsetCommitResponse>(response, denied)
             }
             Merge::DescribeProducers { denied } => {
-                let mut body: DescribeProducersResponse =
-                    response.decode(ApiKey::DescribeProducers)?;
-                body.topics.extend(producer_entries(denied));
-                response.encode(ApiKey::DescribeProducers, &body)
+                put_back::<DescribeProducersResponse>(response, denied)
             }
             Merge::DescribeTransactions { denied } => {
                 let mut body: DescribeTransactionsResponse =
@@ -421,6 +313,7 @@ impl Merge {
 
 #[cfg(test)]
 mod tests {
+    use super::super::entries::topic_name;
     use super::super::testing::*;
     use super::*;
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -507,7 +400,7 @@ mod tests {
                         .iter()
                         .map(|t| {
                             AddPartitionsToTxnTopic::default()
-                                .with_name(topic(t))
+                                .with_name(topic_name(t))
                                 .with_partitions(vec![0])
                         })
                         .collect(),
@@ -572,7 +465,7 @@ mod tests {
                         .iter()
                         .map(|t| {
                             TxnOffsetCommitRequestTopic::default()
-                                .with_name(topic(t))
+                                .with_name(topic_name(t))
                                 .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
                                     .with_partition_index(1)
                                     .with_committed_offset(8)])
@@ -614,7 +507,7 @@ mod tests {
                         .iter()
                         .map(|t| {
                             TxnOffsetCommitRequestTopic::default()
-                                .with_name(topic(t))
+                                .with_name(topic_name(t))
                                 .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
                                     .with_partition_index(6)])
                         })
@@ -653,10 +546,10 @@ mod tests {
             .arc();
         let req = DescribeProducersRequest::default().with_topics(vec![
             TopicRequest::default()
-                .with_name(topic("a"))
+                .with_name(topic_name("a"))
                 .with_partition_indexes(vec![0]),
             TopicRequest::default()
-                .with_name(topic("b"))
+                .with_name(topic_name("b"))
                 .with_partition_indexes(vec![0]),
         ]);
         let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DescribeProducers, 0, &req)));
@@ -683,10 +576,10 @@ mod tests {
                 .with_transactional_id(tx("tx"))
                 .with_topics(vec![
                     TopicData::default()
-                        .with_topic(topic("a"))
+                        .with_topic(topic_name("a"))
                         .with_partitions(vec![0]),
                     TopicData::default()
-                        .with_topic(topic("secret"))
+                        .with_topic(topic_name("secret"))
                         .with_partitions(vec![0]),
                 ]),
         ]);

@@ -214,6 +214,11 @@ pub(crate) struct Topics {
 }
 
 impl Topics {
+    /// Every topic with its partitions, in request order (for a denial of the whole request).
+    pub(crate) fn all(&self) -> TopicPartitions {
+        self.denied(&vec![false; self.entries.len()])
+    }
+
     /// The topics and partitions not kept, grouped by topic in request order.
     pub(crate) fn denied(&self, keep: &[bool]) -> Vec<(String, Vec<i32>)> {
         self.entries
