@@ -11,21 +11,20 @@
 //! upstream answers with session id 0 and the client keeps sending full requests.
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::fetch_response::FetchableTopicResponse;
+use kafka_protocol::messages::FetchResponse;
 
-use super::check::{Checker, Loud};
-use super::wire::{self, Edit, PlanError, Topics, Walk};
+use super::check::Checker;
+use super::entries::{allowed_topics, denied_topics, put_back, TOPIC_DENIED};
+use super::wire::{self, Edit, PlanError, TopicPartitions, Topics, Walk};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
-use crate::acl::{AclOperation, ResourceType};
-use crate::errors::ErrorCode;
+use crate::acl::AclOperation;
 use crate::protocol::reader::Malformed;
 
 /// Denied partitions to put back into the upstream response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Merge {
-    denied: Vec<(String, Vec<i32>)>,
+    denied: TopicPartitions,
 }
 
 struct Parsed {
@@ -91,24 +90,16 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
     let keep: Vec<bool> = if parsed.replica_id >= 0 {
         vec![false; parsed.topics.entries.len()]
     } else {
-        let allowed = chk.allowed_names(
-            AclOperation::Read,
-            ResourceType::Topic,
-            parsed.topics.entries.iter().map(|e| e.name.as_str()),
-            Loud::Yes,
-        );
-        parsed
-            .topics
-            .entries
-            .iter()
-            .map(|e| allowed.contains(&e.name))
-            .collect()
+        allowed_topics(chk, AclOperation::Read, &parsed.topics)
     };
     let denied = parsed.topics.denied(&keep);
     if parsed.replica_id >= 0 || (!keep.is_empty() && keep.iter().all(|k| !*k)) {
         let body = FetchResponse::default()
             .with_session_id(0)
-            .with_responses(entries(&denied));
+            .with_responses(denied_topics::<FetchableTopicResponse>(
+                &denied,
+                TOPIC_DENIED,
+            ));
         return req.respond(&body);
     }
     let mut edits = Vec::new();
@@ -133,35 +124,9 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
     ))
 }
 
-fn entries(denied: &[(String, Vec<i32>)]) -> Vec<FetchableTopicResponse> {
-    denied
-        .iter()
-        .map(|(name, partitions)| {
-            FetchableTopicResponse::default()
-                .with_topic(TopicName(StrBytes::from_string(name.clone())))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            PartitionData::default()
-                                .with_partition_index(*p)
-                                .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
-                                .with_high_watermark(-1)
-                                .with_last_stable_offset(-1)
-                                .with_log_start_offset(-1)
-                                .with_records(Some(Bytes::new()))
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
-}
-
 impl Merge {
     pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
-        let mut body: FetchResponse = response.decode(ApiKey::Fetch)?;
-        body.responses.extend(entries(&self.denied));
-        response.encode(ApiKey::Fetch, &body)
+        put_back::<FetchResponse>(response, &self.denied)
     }
 }
 
@@ -169,7 +134,10 @@ impl Merge {
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use crate::acl::ResourceType;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    use kafka_protocol::messages::fetch_response::PartitionData;
+    use kafka_protocol::messages::{ApiKey, TopicName};
     use kafka_protocol::messages::{BrokerId, FetchRequest};
 
     fn request(replica: i32) -> FetchRequest {

@@ -5,47 +5,18 @@
 //!   every topic; otherwise DESCRIBE on each topic, denied partitions get TOPIC_AUTHORIZATION_FAILED.
 
 use bytes::Bytes;
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
-use kafka_protocol::messages::offset_for_leader_epoch_response::{
-    EpochEndOffset, OffsetForLeaderTopicResult,
-};
-use kafka_protocol::messages::{
-    ApiKey, ListOffsetsResponse, OffsetForLeaderEpochResponse, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ListOffsetsResponse, OffsetForLeaderEpochResponse};
 
 use super::check::{Checker, Loud};
-use super::wire::{self, PlanError, Topics};
+use super::entries::{allowed_topics, put_back, split_topic_errors};
+use super::wire::{self, PlanError, TopicPartitions};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
-use crate::acl::{AclOperation, ResourceType};
-use crate::errors::ErrorCode;
+use crate::acl::AclOperation;
 
 /// Denied partitions to put back into the upstream response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Overwrite {
-    denied: Vec<(String, Vec<i32>)>,
-}
-
-const DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
-
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-fn keep_described(chk: &mut Checker<'_>, topics: &Topics) -> Vec<bool> {
-    let allowed = chk.allowed_names(
-        AclOperation::Describe,
-        ResourceType::Topic,
-        topics.entries.iter().map(|e| e.name.as_str()),
-        Loud::Yes,
-    );
-    topics
-        .entries
-        .iter()
-        .map(|e| allowed.contains(&e.name))
-        .collect()
+    denied: TopicPartitions,
 }
 
 pub(crate) fn list_offsets(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
@@ -69,39 +40,10 @@ pub(crate) fn list_offsets(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<O
     }
     walk.tags()?;
     walk.finish()?;
-    let keep = keep_described(chk, &topics);
-    super::split_topics(
-        req,
-        &topics,
-        &keep,
-        |denied| {
-            req.respond(&ListOffsetsResponse::default().with_topics(list_offsets_entries(denied)))
-        },
-        |denied| Rewrite::ListOffsets(Overwrite { denied }),
-    )
-}
-
-fn list_offsets_entries(denied: &[(String, Vec<i32>)]) -> Vec<ListOffsetsTopicResponse> {
-    denied
-        .iter()
-        .map(|(topic, partitions)| {
-            ListOffsetsTopicResponse::default()
-                .with_name(name(topic))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            ListOffsetsPartitionResponse::default()
-                                .with_partition_index(*p)
-                                .with_error_code(DENIED)
-                                .with_timestamp(-1)
-                                .with_offset(-1)
-                                .with_leader_epoch(-1)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
+    let keep = allowed_topics(chk, AclOperation::Describe, &topics);
+    split_topic_errors::<ListOffsetsResponse>(req, &topics, &keep, |denied| {
+        Rewrite::ListOffsets(Overwrite { denied })
+    })
 }
 
 pub(crate) fn offset_for_leader_epoch(
@@ -124,67 +66,37 @@ pub(crate) fn offset_for_leader_epoch(
     let keep = if chk.cluster(AclOperation::ClusterAction, Loud::IfAllowed) {
         vec![true; topics.entries.len()]
     } else {
-        keep_described(chk, &topics)
+        allowed_topics(chk, AclOperation::Describe, &topics)
     };
-    super::split_topics(
-        req,
-        &topics,
-        &keep,
-        |denied| {
-            req.respond(&OffsetForLeaderEpochResponse::default().with_topics(epoch_entries(denied)))
-        },
-        |denied| Rewrite::OffsetForLeaderEpoch(Overwrite { denied }),
-    )
-}
-
-fn epoch_entries(denied: &[(String, Vec<i32>)]) -> Vec<OffsetForLeaderTopicResult> {
-    denied
-        .iter()
-        .map(|(topic, partitions)| {
-            OffsetForLeaderTopicResult::default()
-                .with_topic(name(topic))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            EpochEndOffset::default()
-                                .with_partition(*p)
-                                .with_error_code(DENIED)
-                                .with_leader_epoch(-1)
-                                .with_end_offset(-1)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
+    split_topic_errors::<OffsetForLeaderEpochResponse>(req, &topics, &keep, |denied| {
+        Rewrite::OffsetForLeaderEpoch(Overwrite { denied })
+    })
 }
 
 impl Overwrite {
     pub(crate) fn apply_list_offsets(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
-        let mut body: ListOffsetsResponse = response.decode(ApiKey::ListOffsets)?;
-        body.topics.extend(list_offsets_entries(&self.denied));
-        response.encode(ApiKey::ListOffsets, &body)
+        put_back::<ListOffsetsResponse>(response, &self.denied)
     }
 
     pub(crate) fn apply_offset_for_leader_epoch(
         &self,
         response: &Response<'_>,
     ) -> Result<Bytes, PlanError> {
-        let mut body: OffsetForLeaderEpochResponse =
-            response.decode(ApiKey::OffsetForLeaderEpoch)?;
-        body.topics.extend(epoch_entries(&self.denied));
-        response.encode(ApiKey::OffsetForLeaderEpoch, &body)
+        put_back::<OffsetForLeaderEpochResponse>(response, &self.denied)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::entries::denied_topics;
     use super::super::testing::*;
     use super::*;
+    use crate::acl::ResourceType;
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::offset_for_leader_epoch_request::{
         OffsetForLeaderPartition, OffsetForLeaderTopic,
     };
+    use kafka_protocol::messages::{ApiKey, TopicName};
     use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, OffsetForLeaderEpochRequest};
 
     #[test]
@@ -208,7 +120,7 @@ mod tests {
             let names: Vec<_> = sent.topics.iter().map(|t| t.name.0.to_string()).collect();
             assert_eq!(names, ["b"], "v{version}");
             let upstream = ListOffsetsResponse::default()
-                .with_topics(list_offsets_entries(&[("b".into(), vec![3])]));
+                .with_topics(denied_topics(&[("b".into(), vec![3])], 29));
             let mut upstream = upstream;
             upstream.topics[0].partitions[0].error_code = 0;
             upstream.topics[0].partitions[0].offset = 100;

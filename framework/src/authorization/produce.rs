@@ -8,12 +8,11 @@
 //!   failed so that the producer refreshes its metadata.
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::ProduceResponse;
 
 use super::check::{Checker, Loud};
-use super::wire::{self, PlanError, Topics, Walk};
+use super::entries::{allowed_topics, put_back, respond_denied};
+use super::wire::{self, PlanError, TopicPartitions, Topics, Walk};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
 use crate::acl::{AclOperation, ResourceType};
 use crate::errors::ErrorCode;
@@ -22,7 +21,7 @@ use crate::protocol::reader::Malformed;
 /// Denied partitions to put back into the upstream response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Merge {
-    denied: Vec<(String, Vec<i32>)>,
+    denied: TopicPartitions,
 }
 
 struct Parsed {
@@ -101,29 +100,15 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
             None => false,
         };
         if !allowed {
-            let all = parsed
-                .topics
-                .denied(&vec![false; parsed.topics.entries.len()]);
             return deny_all(
                 req,
                 &parsed,
-                all,
+                &parsed.topics.all(),
                 ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             );
         }
     }
-    let allowed = chk.allowed_names(
-        AclOperation::Write,
-        ResourceType::Topic,
-        parsed.topics.entries.iter().map(|e| e.name.as_str()),
-        Loud::Yes,
-    );
-    let keep: Vec<bool> = parsed
-        .topics
-        .entries
-        .iter()
-        .map(|e| allowed.contains(&e.name))
-        .collect();
+    let keep = allowed_topics(chk, AclOperation::Write, &parsed.topics);
     if keep.iter().all(|k| *k) {
         return Ok(req.unchanged());
     }
@@ -136,7 +121,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
         ));
     }
     if keep.iter().all(|k| !*k) {
-        return deny_all(req, &parsed, denied, ErrorCode::TOPIC_AUTHORIZATION_FAILED);
+        return deny_all(req, &parsed, &denied, ErrorCode::TOPIC_AUTHORIZATION_FAILED);
     }
     let mut edits = Vec::new();
     parsed.topics.span.keep_only(&keep, &mut edits);
@@ -149,7 +134,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
 fn deny_all(
     req: &Request<'_>,
     parsed: &Parsed,
-    denied: Vec<(String, Vec<i32>)>,
+    denied: &TopicPartitions,
     code: ErrorCode,
 ) -> Result<Outcome, Refusal> {
     if parsed.acks == 0 {
@@ -157,39 +142,12 @@ fn deny_all(
             "Produce with acks=0 failed with {code}; Kafka closes the connection"
         )));
     }
-    let body = ProduceResponse::default().with_responses(entries(&denied, code));
-    req.respond(&body)
-}
-
-fn entries(denied: &[(String, Vec<i32>)], code: ErrorCode) -> Vec<TopicProduceResponse> {
-    denied
-        .iter()
-        .map(|(name, partitions)| {
-            TopicProduceResponse::default()
-                .with_name(TopicName(StrBytes::from_string(name.clone())))
-                .with_partition_responses(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            PartitionProduceResponse::default()
-                                .with_index(*p)
-                                .with_error_code(code.0)
-                                .with_base_offset(-1)
-                                .with_log_append_time_ms(-1)
-                                .with_log_start_offset(-1)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
+    respond_denied::<ProduceResponse>(req, denied, code.0)
 }
 
 impl Merge {
     pub(crate) fn apply(&self, response: &Response<'_>) -> Result<Bytes, PlanError> {
-        let mut body: ProduceResponse = response.decode(ApiKey::Produce)?;
-        body.responses
-            .extend(entries(&self.denied, ErrorCode::TOPIC_AUTHORIZATION_FAILED));
-        response.encode(ApiKey::Produce, &body)
+        put_back::<ProduceResponse>(response, &self.denied)
     }
 }
 
@@ -199,6 +157,10 @@ mod tests {
     use super::super::Verdict;
     use super::*;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+    use kafka_protocol::messages::{ApiKey, TopicName};
     use kafka_protocol::messages::{ProduceRequest, TransactionalId};
 
     fn batch(transactional: bool) -> Bytes {

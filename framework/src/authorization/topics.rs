@@ -14,34 +14,22 @@ use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::delete_records_response::{
-    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
-};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResult;
 use kafka_protocol::messages::{
     AlterConfigsResponse, ApiKey, CreatePartitionsResponse, CreateTopicsResponse,
     DeleteRecordsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
-    IncrementalAlterConfigsResponse, TopicName,
+    IncrementalAlterConfigsResponse,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use super::check::{Checker, Loud};
-use super::wire::{self, ArraySpan, PlanError, Walk};
+use super::entries::{put_back, respond_denied, text, topic_name, TOPIC_DENIED};
+use super::wire::{self, ArraySpan, PlanError, TopicPartitions, Walk};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
 use crate::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use crate::errors::ErrorCode;
 use crate::protocol::reader::Malformed;
-
-const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.0;
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-fn topic(s: &str) -> TopicName {
-    TopicName(text(s))
-}
 
 /// What to put back into (or fix in) an admin response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +45,7 @@ pub(crate) enum Merge {
         denied: Vec<String>,
     },
     DeleteRecords {
-        denied: Vec<(String, Vec<i32>)>,
+        denied: TopicPartitions,
     },
     Configs {
         denied: Vec<Denied>,
@@ -381,17 +369,15 @@ impl Merge {
                 &CreatePartitionsResponse::default().with_results(partition_entries(denied)),
             ),
             (Merge::DeleteRecords { denied }, _) => {
-                req.respond(&DeleteRecordsResponse::default().with_topics(records_entries(denied)))
+                respond_denied::<DeleteRecordsResponse>(req, denied, TOPIC_DENIED)
             }
-            (Merge::Configs { denied }, ApiKey::DescribeConfigs) => req.respond(
-                &DescribeConfigsResponse::default().with_results(describe_entries(denied)),
-            ),
+            (Merge::Configs { denied }, ApiKey::DescribeConfigs) => req
+                .respond(&DescribeConfigsResponse::default().with_results(config_entries(denied))),
             (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
-                req.respond(&AlterConfigsResponse::default().with_responses(alter_entries(denied)))
+                req.respond(&AlterConfigsResponse::default().with_responses(config_entries(denied)))
             }
             (Merge::Configs { denied }, _) => req.respond(
-                &IncrementalAlterConfigsResponse::default()
-                    .with_responses(incremental_entries(denied)),
+                &IncrementalAlterConfigsResponse::default().with_responses(config_entries(denied)),
             ),
         }
     }
@@ -436,23 +422,21 @@ impl Merge {
                 response.encode(ApiKey::CreatePartitions, &body)
             }
             (Merge::DeleteRecords { denied }, _) => {
-                let mut body: DeleteRecordsResponse = response.decode(ApiKey::DeleteRecords)?;
-                body.topics.extend(records_entries(denied));
-                response.encode(ApiKey::DeleteRecords, &body)
+                put_back::<DeleteRecordsResponse>(response, denied)
             }
             (Merge::Configs { denied }, ApiKey::DescribeConfigs) => {
                 let mut body: DescribeConfigsResponse = response.decode(key)?;
-                body.results.extend(describe_entries(denied));
+                body.results.extend(config_entries(denied));
                 response.encode(key, &body)
             }
             (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
                 let mut body: AlterConfigsResponse = response.decode(key)?;
-                body.responses.extend(alter_entries(denied));
+                body.responses.extend(config_entries(denied));
                 response.encode(key, &body)
             }
             (Merge::Configs { denied }, _) => {
                 let mut body: IncrementalAlterConfigsResponse = response.decode(key)?;
-                body.responses.extend(incremental_entries(denied));
+                body.responses.extend(config_entries(denied));
                 response.encode(key, &body)
             }
         }
@@ -466,7 +450,7 @@ fn create_entries(denied: &[String]) -> Vec<CreatableTopicResult> {
         .iter()
         .map(|n| {
             CreatableTopicResult::default()
-                .with_name(topic(n))
+                .with_name(topic_name(n))
                 .with_error_code(TOPIC_DENIED)
                 .with_error_message(Some(text(AUTHORIZATION_FAILED)))
         })
@@ -476,7 +460,7 @@ fn create_entries(denied: &[String]) -> Vec<CreatableTopicResult> {
 fn delete_entries(denied: &[Option<String>], ids: &[[u8; 16]]) -> Vec<DeletableTopicResult> {
     let by_name = denied.iter().map(|n| {
         DeletableTopicResult::default()
-            .with_name(n.as_deref().map(topic))
+            .with_name(n.as_deref().map(topic_name))
             .with_error_code(TOPIC_DENIED)
     });
     let by_id = ids.iter().map(|id| {
@@ -494,68 +478,41 @@ fn partition_entries(denied: &[String]) -> Vec<CreatePartitionsTopicResult> {
         .iter()
         .map(|n| {
             CreatePartitionsTopicResult::default()
-                .with_name(topic(n))
+                .with_name(topic_name(n))
                 .with_error_code(TOPIC_DENIED)
                 .with_error_message(Some(text(AUTHORIZATION_FAILED)))
         })
         .collect()
 }
 
-fn records_entries(denied: &[(String, Vec<i32>)]) -> Vec<DeleteRecordsTopicResult> {
-    denied
-        .iter()
-        .map(|(n, partitions)| {
-            DeleteRecordsTopicResult::default()
-                .with_name(topic(n))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            DeleteRecordsPartitionResult::default()
-                                .with_partition_index(*p)
-                                .with_low_watermark(-1)
-                                .with_error_code(TOPIC_DENIED)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
+/// A config resource's result entry (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs):
+/// the resource and its error.
+trait ConfigResult: Default {
+    fn denied(denied: &Denied) -> Self;
 }
 
-fn describe_entries(denied: &[Denied]) -> Vec<DescribeConfigsResult> {
-    denied
-        .iter()
-        .map(|d| {
-            DescribeConfigsResult::default()
-                .with_error_code(d.error)
-                .with_resource_type(d.resource_type)
-                .with_resource_name(text(&d.name))
-        })
-        .collect()
+macro_rules! config_results {
+    ($($result:ty),*) => {$(
+        impl ConfigResult for $result {
+            fn denied(denied: &Denied) -> Self {
+                let mut result = Self::default();
+                result.error_code = denied.error;
+                result.resource_type = denied.resource_type;
+                result.resource_name = text(&denied.name);
+                result
+            }
+        }
+    )*};
 }
 
-fn alter_entries(denied: &[Denied]) -> Vec<AlterConfigsResourceResponse> {
-    denied
-        .iter()
-        .map(|d| {
-            AlterConfigsResourceResponse::default()
-                .with_error_code(d.error)
-                .with_resource_type(d.resource_type)
-                .with_resource_name(text(&d.name))
-        })
-        .collect()
-}
+config_results!(
+    DescribeConfigsResult,
+    AlterConfigsResourceResponse,
+    IncrementalResult
+);
 
-fn incremental_entries(denied: &[Denied]) -> Vec<IncrementalResult> {
-    denied
-        .iter()
-        .map(|d| {
-            IncrementalResult::default()
-                .with_error_code(d.error)
-                .with_resource_type(d.resource_type)
-                .with_resource_name(text(&d.name))
-        })
-        .collect()
+fn config_entries<T: ConfigResult>(denied: &[Denied]) -> Vec<T> {
+    denied.iter().map(T::denied).collect()
 }
 
 #[cfg(test)]
@@ -588,7 +545,7 @@ mod tests {
                     .iter()
                     .map(|n| {
                         CreatableTopic::default()
-                            .with_name(topic(n))
+                            .with_name(topic_name(n))
                             .with_num_partitions(3)
                             .with_replication_factor(1)
                             .with_configs(vec![CreatableTopicConfig::default()
@@ -601,7 +558,7 @@ mod tests {
             let sent: CreateTopicsRequest = request_body(&out);
             assert_eq!(sent.topics.len(), 1, "v{version}");
             assert_eq!(sent.topics[0].name.0.as_str(), "a");
-            let mut created = CreatableTopicResult::default().with_name(topic("a"));
+            let mut created = CreatableTopicResult::default().with_name(topic_name("a"));
             if version >= 5 {
                 created.configs = Some(vec![CreatableTopicConfigs::default().with_name(text("x"))]);
             }
@@ -626,10 +583,11 @@ mod tests {
             .allow(AclOperation::Delete, ResourceType::Topic, "a")
             .arc();
         for version in [1, 3, 4, 5] {
-            let req = DeleteTopicsRequest::default().with_topic_names(vec![topic("a"), topic("b")]);
+            let req = DeleteTopicsRequest::default()
+                .with_topic_names(vec![topic_name("a"), topic_name("b")]);
             let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteTopics, version, &req)));
             let sent: DeleteTopicsRequest = request_body(&out);
-            assert_eq!(sent.topic_names, vec![topic("a")]);
+            assert_eq!(sent.topic_names, vec![topic_name("a")]);
             let merged = plan
                 .apply(response(
                     ApiKey::DeleteTopics,
@@ -639,19 +597,19 @@ mod tests {
                 .unwrap();
             let merged: DeleteTopicsResponse =
                 response_body(ApiKey::DeleteTopics, version, &merged.frame);
-            assert_eq!(merged.responses[0].name, Some(topic("b")));
+            assert_eq!(merged.responses[0].name, Some(topic_name("b")));
             assert_eq!(merged.responses[0].error_code, 29);
         }
-        let mut by_id = DeleteTopicState::default().with_name(Some(topic("a")));
+        let mut by_id = DeleteTopicState::default().with_name(Some(topic_name("a")));
         by_id.topic_id = TryFrom::try_from(vec![9u8; 16]).unwrap();
         let req = DeleteTopicsRequest::default().with_topics(vec![
-            DeleteTopicState::default().with_name(Some(topic("a"))),
+            DeleteTopicState::default().with_name(Some(topic_name("a"))),
             by_id,
         ]);
         let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteTopics, 6, &req)));
         let sent: DeleteTopicsRequest = request_body(&out);
         assert_eq!(sent.topics.len(), 1);
-        assert_eq!(sent.topics[0].name, Some(topic("a")));
+        assert_eq!(sent.topics[0].name, Some(topic_name("a")));
         let merged = plan
             .apply(response(
                 ApiKey::DeleteTopics,
@@ -669,7 +627,7 @@ mod tests {
     fn delete_records_per_topic() {
         let authz = AllowList::new().arc();
         let req = DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
-            .with_name(topic("a"))
+            .with_name(topic_name("a"))
             .with_partitions(vec![
                 DeleteRecordsPartition::default().with_partition_index(4)
             ])]);
