@@ -360,24 +360,23 @@ impl Merge {
     fn respond(&self, req: &Request<'_>) -> Result<Outcome, Refusal> {
         match (self, req.key) {
             (Merge::CreateTopics { denied }, _) => {
-                req.respond(&CreateTopicsResponse::default().with_topics(create_entries(denied)))
+                req.respond(&CreateTopicsResponse::default().with_topics(denied_results(denied)))
             }
             (Merge::DeleteTopics { denied, ids }, _) => req.respond(
                 &DeleteTopicsResponse::default().with_responses(delete_entries(denied, ids)),
             ),
-            (Merge::CreatePartitions { denied }, _) => req.respond(
-                &CreatePartitionsResponse::default().with_results(partition_entries(denied)),
-            ),
+            (Merge::CreatePartitions { denied }, _) => req
+                .respond(&CreatePartitionsResponse::default().with_results(denied_results(denied))),
             (Merge::DeleteRecords { denied }, _) => {
                 respond_denied::<DeleteRecordsResponse>(req, denied, TOPIC_DENIED)
             }
             (Merge::Configs { denied }, ApiKey::DescribeConfigs) => req
-                .respond(&DescribeConfigsResponse::default().with_results(config_entries(denied))),
+                .respond(&DescribeConfigsResponse::default().with_results(denied_results(denied))),
             (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
-                req.respond(&AlterConfigsResponse::default().with_responses(config_entries(denied)))
+                req.respond(&AlterConfigsResponse::default().with_responses(denied_results(denied)))
             }
             (Merge::Configs { denied }, _) => req.respond(
-                &IncrementalAlterConfigsResponse::default().with_responses(config_entries(denied)),
+                &IncrementalAlterConfigsResponse::default().with_responses(denied_results(denied)),
             ),
         }
     }
@@ -407,7 +406,7 @@ impl Merge {
                         }
                     }
                 }
-                body.topics.extend(create_entries(denied));
+                body.topics.extend(denied_results(denied));
                 response.encode(ApiKey::CreateTopics, &body)
             }
             (Merge::DeleteTopics { denied, ids }, _) => {
@@ -418,7 +417,7 @@ impl Merge {
             (Merge::CreatePartitions { denied }, _) => {
                 let mut body: CreatePartitionsResponse =
                     response.decode(ApiKey::CreatePartitions)?;
-                body.results.extend(partition_entries(denied));
+                body.results.extend(denied_results(denied));
                 response.encode(ApiKey::CreatePartitions, &body)
             }
             (Merge::DeleteRecords { denied }, _) => {
@@ -426,17 +425,17 @@ impl Merge {
             }
             (Merge::Configs { denied }, ApiKey::DescribeConfigs) => {
                 let mut body: DescribeConfigsResponse = response.decode(key)?;
-                body.results.extend(config_entries(denied));
+                body.results.extend(denied_results(denied));
                 response.encode(key, &body)
             }
             (Merge::Configs { denied }, ApiKey::AlterConfigs) => {
                 let mut body: AlterConfigsResponse = response.decode(key)?;
-                body.responses.extend(config_entries(denied));
+                body.responses.extend(denied_results(denied));
                 response.encode(key, &body)
             }
             (Merge::Configs { denied }, _) => {
                 let mut body: IncrementalAlterConfigsResponse = response.decode(key)?;
-                body.responses.extend(config_entries(denied));
+                body.responses.extend(denied_results(denied));
                 response.encode(key, &body)
             }
         }
@@ -444,18 +443,6 @@ impl Merge {
 }
 
 const AUTHORIZATION_FAILED: &str = "Authorization failed.";
-
-fn create_entries(denied: &[String]) -> Vec<CreatableTopicResult> {
-    denied
-        .iter()
-        .map(|n| {
-            CreatableTopicResult::default()
-                .with_name(topic_name(n))
-                .with_error_code(TOPIC_DENIED)
-                .with_error_message(Some(text(AUTHORIZATION_FAILED)))
-        })
-        .collect()
-}
 
 fn delete_entries(denied: &[Option<String>], ids: &[[u8; 16]]) -> Vec<DeletableTopicResult> {
     let by_name = denied.iter().map(|n| {
@@ -473,46 +460,49 @@ fn delete_entries(denied: &[Option<String>], ids: &[[u8; 16]]) -> Vec<DeletableT
     by_name.chain(by_id).collect()
 }
 
-fn partition_entries(denied: &[String]) -> Vec<CreatePartitionsTopicResult> {
-    denied
-        .iter()
-        .map(|n| {
-            CreatePartitionsTopicResult::default()
-                .with_name(topic_name(n))
-                .with_error_code(TOPIC_DENIED)
-                .with_error_message(Some(text(AUTHORIZATION_FAILED)))
-        })
-        .collect()
+/// A per-resource result that carries only the resource and its error, built for a denial of
+/// type `D` (a topic name, or a config resource).
+trait DeniedResult<D>: Default {
+    fn denied(denied: &D) -> Self;
 }
 
-/// A config resource's result entry (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs):
-/// the resource and its error.
-trait ConfigResult: Default {
-    fn denied(denied: &Denied) -> Self;
+fn denied_results<D, T: DeniedResult<D>>(denied: &[D]) -> Vec<T> {
+    denied.iter().map(T::denied).collect()
 }
 
-macro_rules! config_results {
-    ($($result:ty),*) => {$(
-        impl ConfigResult for $result {
-            fn denied(denied: &Denied) -> Self {
+/// Implements [`DeniedResult`], one entry per result type: `Type: |denial: D| { field = value… }`.
+macro_rules! denied_results {
+    ($($result:ty: |$d:ident: $denied:ty| { $($field:ident = $value:expr),* $(,)? })*) => {$(
+        impl DeniedResult<$denied> for $result {
+            fn denied($d: &$denied) -> Self {
                 let mut result = Self::default();
-                result.error_code = denied.error;
-                result.resource_type = denied.resource_type;
-                result.resource_name = text(&denied.name);
+                $(result.$field = $value;)*
                 result
             }
         }
     )*};
 }
 
-config_results!(
-    DescribeConfigsResult,
-    AlterConfigsResourceResponse,
-    IncrementalResult
-);
-
-fn config_entries<T: ConfigResult>(denied: &[Denied]) -> Vec<T> {
-    denied.iter().map(T::denied).collect()
+denied_results! {
+    CreatableTopicResult: |name: String| {
+        name = topic_name(name),
+        error_code = TOPIC_DENIED,
+        error_message = Some(text(AUTHORIZATION_FAILED)),
+    }
+    CreatePartitionsTopicResult: |name: String| {
+        name = topic_name(name),
+        error_code = TOPIC_DENIED,
+        error_message = Some(text(AUTHORIZATION_FAILED)),
+    }
+    DescribeConfigsResult: |d: Denied| {
+        error_code = d.error, resource_type = d.resource_type, resource_name = text(&d.name)
+    }
+    AlterConfigsResourceResponse: |d: Denied| {
+        error_code = d.error, resource_type = d.resource_type, resource_name = text(&d.name)
+    }
+    IncrementalResult: |d: Denied| {
+        error_code = d.error, resource_type = d.resource_type, resource_name = text(&d.name)
+    }
 }
 
 #[cfg(test)]
@@ -563,11 +553,8 @@ mod tests {
                 created.configs = Some(vec![CreatableTopicConfigs::default().with_name(text("x"))]);
             }
             let upstream = CreateTopicsResponse::default().with_topics(vec![created]);
-            let merged = plan
-                .apply(response(ApiKey::CreateTopics, version, &upstream))
-                .unwrap();
             let merged: CreateTopicsResponse =
-                response_body(ApiKey::CreateTopics, version, &merged.frame);
+                applied(&plan, ApiKey::CreateTopics, version, &upstream);
             assert_eq!(merged.topics[1].name.0.as_str(), "b");
             assert_eq!(merged.topics[1].error_code, 29);
             if version >= 5 {
@@ -588,15 +575,12 @@ mod tests {
             let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteTopics, version, &req)));
             let sent: DeleteTopicsRequest = request_body(&out);
             assert_eq!(sent.topic_names, vec![topic_name("a")]);
-            let merged = plan
-                .apply(response(
-                    ApiKey::DeleteTopics,
-                    version,
-                    &DeleteTopicsResponse::default(),
-                ))
-                .unwrap();
-            let merged: DeleteTopicsResponse =
-                response_body(ApiKey::DeleteTopics, version, &merged.frame);
+            let merged: DeleteTopicsResponse = applied(
+                &plan,
+                ApiKey::DeleteTopics,
+                version,
+                &DeleteTopicsResponse::default(),
+            );
             assert_eq!(merged.responses[0].name, Some(topic_name("b")));
             assert_eq!(merged.responses[0].error_code, 29);
         }
@@ -610,14 +594,12 @@ mod tests {
         let sent: DeleteTopicsRequest = request_body(&out);
         assert_eq!(sent.topics.len(), 1);
         assert_eq!(sent.topics[0].name, Some(topic_name("a")));
-        let merged = plan
-            .apply(response(
-                ApiKey::DeleteTopics,
-                6,
-                &DeleteTopicsResponse::default(),
-            ))
-            .unwrap();
-        let merged: DeleteTopicsResponse = response_body(ApiKey::DeleteTopics, 6, &merged.frame);
+        let merged: DeleteTopicsResponse = applied(
+            &plan,
+            ApiKey::DeleteTopics,
+            6,
+            &DeleteTopicsResponse::default(),
+        );
         assert_eq!(merged.responses[0].name, None);
         assert_eq!(merged.responses[0].topic_id.as_bytes(), &[9u8; 16]);
         assert_eq!(merged.responses[0].error_code, 29);
@@ -665,15 +647,12 @@ mod tests {
             let sent: DescribeConfigsRequest = request_body(&out);
             assert_eq!(sent.resources.len(), 2, "v{version}");
             assert_eq!(sent.resources[1].resource_type, 32); // ALTER_CONFIGS implies DESCRIBE_CONFIGS
-            let merged = plan
-                .apply(response(
-                    ApiKey::DescribeConfigs,
-                    version,
-                    &DescribeConfigsResponse::default(),
-                ))
-                .unwrap();
-            let merged: DescribeConfigsResponse =
-                response_body(ApiKey::DescribeConfigs, version, &merged.frame);
+            let merged: DescribeConfigsResponse = applied(
+                &plan,
+                ApiKey::DescribeConfigs,
+                version,
+                &DescribeConfigsResponse::default(),
+            );
             let got: Vec<_> = merged
                 .results
                 .iter()
