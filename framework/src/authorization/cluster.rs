@@ -337,11 +337,8 @@ mod tests {
             assert_eq!(out, f);
             let upstream =
                 DescribeClusterResponse::default().with_cluster_authorized_operations(-1);
-            let merged = plan
-                .apply(response(ApiKey::DescribeCluster, version, &upstream))
-                .unwrap();
             let merged: DescribeClusterResponse =
-                response_body(ApiKey::DescribeCluster, version, &merged.frame);
+                applied(&plan, ApiKey::DescribeCluster, version, &upstream);
             assert_eq!(merged.cluster_authorized_operations, (1 << 8) | (1 << 7));
         }
         let none = AllowList::new().arc();
@@ -349,11 +346,7 @@ mod tests {
             DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
         let (_, plan) = forwarded(&run(&none, &frame(ApiKey::DescribeCluster, 1, &req)));
         let upstream = DescribeClusterResponse::default().with_cluster_authorized_operations(-1);
-        let merged = plan
-            .apply(response(ApiKey::DescribeCluster, 1, &upstream))
-            .unwrap();
-        let merged: DescribeClusterResponse =
-            response_body(ApiKey::DescribeCluster, 1, &merged.frame);
+        let merged: DescribeClusterResponse = applied(&plan, ApiKey::DescribeCluster, 1, &upstream);
         assert_eq!(merged.cluster_authorized_operations, 0);
     }
 }

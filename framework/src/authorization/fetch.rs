@@ -190,10 +190,7 @@ mod tests {
                         .with_partition_index(0)
                         .with_high_watermark(9)
                         .with_records(Some(Bytes::from_static(b"rec")))])]);
-            let merged = plan
-                .apply(response(ApiKey::Fetch, version, &upstream))
-                .unwrap();
-            let merged: FetchResponse = response_body(ApiKey::Fetch, version, &merged.frame);
+            let merged: FetchResponse = applied(&plan, ApiKey::Fetch, version, &upstream);
             assert_eq!(merged.responses.len(), 2);
             assert_eq!(
                 merged.responses[0].partitions[0].records.as_deref(),

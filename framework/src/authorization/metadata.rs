@@ -263,10 +263,7 @@ mod tests {
             assert_eq!(topics.len(), 1, "v{version}");
             assert!(sent.allow_auto_topic_creation);
             let upstream = MetadataResponse::default().with_topics(vec![listed("a", 0)]);
-            let merged = plan
-                .apply(response(ApiKey::Metadata, version, &upstream))
-                .unwrap();
-            let merged: MetadataResponse = response_body(ApiKey::Metadata, version, &merged.frame);
+            let merged: MetadataResponse = applied(&plan, ApiKey::Metadata, version, &upstream);
             assert_eq!(merged.topics.len(), 2);
             assert_eq!(merged.topics[1].name.as_ref().unwrap().0.as_str(), "secret");
             assert_eq!(merged.topics[1].error_code, 29);
@@ -317,10 +314,7 @@ mod tests {
         let sent: MetadataRequest = request_body(&out);
         assert!(!sent.allow_auto_topic_creation);
         let upstream = MetadataResponse::default().with_topics(vec![listed("new", 3)]);
-        let merged = plan
-            .apply(response(ApiKey::Metadata, 12, &upstream))
-            .unwrap();
-        let merged: MetadataResponse = response_body(ApiKey::Metadata, 12, &merged.frame);
+        let merged: MetadataResponse = applied(&plan, ApiKey::Metadata, 12, &upstream);
         assert_eq!(merged.topics[0].error_code, 29);
         // CREATE on the cluster keeps auto-creation.
         let authz = AllowList::new()
@@ -337,10 +331,7 @@ mod tests {
         let upstream = MetadataResponse::default().with_cluster_authorized_operations(-1);
         let none = AllowList::new().arc();
         let (_, plan) = forwarded(&run(&none, &frame(ApiKey::Metadata, 10, &req)));
-        let merged = plan
-            .apply(response(ApiKey::Metadata, 10, &upstream))
-            .unwrap();
-        let merged: MetadataResponse = response_body(ApiKey::Metadata, 10, &merged.frame);
+        let merged: MetadataResponse = applied(&plan, ApiKey::Metadata, 10, &upstream);
         assert_eq!(merged.cluster_authorized_operations, 0);
         let describe = AllowList::new()
             .allow(
@@ -350,10 +341,7 @@ mod tests {
             )
             .arc();
         let (_, plan) = forwarded(&run(&describe, &frame(ApiKey::Metadata, 10, &req)));
-        let merged = plan
-            .apply(response(ApiKey::Metadata, 10, &upstream))
-            .unwrap();
-        let merged: MetadataResponse = response_body(ApiKey::Metadata, 10, &merged.frame);
+        let merged: MetadataResponse = applied(&plan, ApiKey::Metadata, 10, &upstream);
         assert_eq!(merged.cluster_authorized_operations, 1 << 8);
     }
 
@@ -370,10 +358,8 @@ mod tests {
         let (out, plan) = forwarded(&run(&authz, &f));
         let sent: MetadataRequest = request_body(&out);
         assert!(sent.topics.unwrap().is_empty(), "{f:?} -> {out:?}");
-        let merged = plan
-            .apply(response(ApiKey::Metadata, 12, &MetadataResponse::default()))
-            .unwrap();
-        let merged: MetadataResponse = response_body(ApiKey::Metadata, 12, &merged.frame);
+        let merged: MetadataResponse =
+            applied(&plan, ApiKey::Metadata, 12, &MetadataResponse::default());
         assert_eq!(merged.topics[0].error_code, 29);
         assert_eq!(merged.topics[0].topic_id.as_bytes(), &[7u8; 16]);
     }

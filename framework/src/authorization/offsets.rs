@@ -124,11 +124,8 @@ mod tests {
             let mut upstream = upstream;
             upstream.topics[0].partitions[0].error_code = 0;
             upstream.topics[0].partitions[0].offset = 100;
-            let merged = plan
-                .apply(response(ApiKey::ListOffsets, version, &upstream))
-                .unwrap();
             let merged: ListOffsetsResponse =
-                response_body(ApiKey::ListOffsets, version, &merged.frame);
+                applied(&plan, ApiKey::ListOffsets, version, &upstream);
             let got: Vec<_> = merged
                 .topics
                 .iter()
@@ -176,15 +173,12 @@ mod tests {
             let sent: OffsetForLeaderEpochRequest = request_body(&out);
             assert_eq!(sent.topics.len(), 1);
             assert_eq!(sent.topics[0].topic.0.as_str(), "b");
-            let merged = plan
-                .apply(response(
-                    ApiKey::OffsetForLeaderEpoch,
-                    version,
-                    &OffsetForLeaderEpochResponse::default(),
-                ))
-                .unwrap();
-            let merged: OffsetForLeaderEpochResponse =
-                response_body(ApiKey::OffsetForLeaderEpoch, version, &merged.frame);
+            let merged: OffsetForLeaderEpochResponse = applied(
+                &plan,
+                ApiKey::OffsetForLeaderEpoch,
+                version,
+                &OffsetForLeaderEpochResponse::default(),
+            );
             assert_eq!(merged.topics[0].topic.0.as_str(), "a");
             assert_eq!(merged.topics[0].partitions[0].error_code, 29);
             // The CLUSTER_ACTION probe is not logged when denied.

@@ -229,10 +229,7 @@ mod tests {
                     .with_partition_responses(vec![PartitionProduceResponse::default()
                         .with_index(0)
                         .with_base_offset(42)])]);
-            let merged = plan
-                .apply(response(ApiKey::Produce, version, &upstream))
-                .unwrap();
-            let merged: ProduceResponse = response_body(ApiKey::Produce, version, &merged.frame);
+            let merged: ProduceResponse = applied(&plan, ApiKey::Produce, version, &upstream);
             assert_eq!(merged.responses.len(), 2);
             assert_eq!(merged.responses[0].partition_responses[0].base_offset, 42);
             assert_eq!(merged.responses[1].name.0.as_str(), "b");

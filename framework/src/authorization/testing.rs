@@ -151,6 +151,17 @@ pub(crate) fn response_body<T: Decodable>(key: ApiKey, version: i16, frame: &Byt
     body
 }
 
+/// The plan applied to `upstream` (a response body as the upstream would send it), decoded.
+pub(crate) fn applied<T: Decodable>(
+    plan: &super::ResponsePlan,
+    key: ApiKey,
+    version: i16,
+    upstream: &impl Encodable,
+) -> T {
+    let merged = plan.apply(response(key, version, upstream)).unwrap();
+    response_body(key, version, &merged.frame)
+}
+
 /// The forwarded frame and the plan, or a panic.
 pub(crate) fn forwarded(e: &Enforcement) -> (Bytes, super::ResponsePlan) {
     match &e.verdict {

@@ -477,15 +477,12 @@ mod tests {
             let sent: TxnOffsetCommitRequest = request_body(&out);
             assert_eq!(sent.topics.len(), 1, "v{version}");
             assert_eq!(sent.topics[0].name.0.as_str(), "a");
-            let merged = plan
-                .apply(response(
-                    ApiKey::TxnOffsetCommit,
-                    version,
-                    &TxnOffsetCommitResponse::default(),
-                ))
-                .unwrap();
-            let merged: TxnOffsetCommitResponse =
-                response_body(ApiKey::TxnOffsetCommit, version, &merged.frame);
+            let merged: TxnOffsetCommitResponse = applied(
+                &plan,
+                ApiKey::TxnOffsetCommit,
+                version,
+                &TxnOffsetCommitResponse::default(),
+            );
             assert_eq!(merged.topics[0].name.0.as_str(), "b");
             assert_eq!(merged.topics[0].partitions[0].error_code, 29);
         }
@@ -555,15 +552,12 @@ mod tests {
         let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DescribeProducers, 0, &req)));
         let sent: DescribeProducersRequest = request_body(&out);
         assert_eq!(sent.topics.len(), 1);
-        let merged = plan
-            .apply(response(
-                ApiKey::DescribeProducers,
-                0,
-                &DescribeProducersResponse::default(),
-            ))
-            .unwrap();
-        let merged: DescribeProducersResponse =
-            response_body(ApiKey::DescribeProducers, 0, &merged.frame);
+        let merged: DescribeProducersResponse = applied(
+            &plan,
+            ApiKey::DescribeProducers,
+            0,
+            &DescribeProducersResponse::default(),
+        );
         assert_eq!(merged.topics[0].partitions[0].error_code, 29);
 
         let req = DescribeTransactionsRequest::default()
@@ -583,11 +577,8 @@ mod tests {
                         .with_partitions(vec![0]),
                 ]),
         ]);
-        let merged = plan
-            .apply(response(ApiKey::DescribeTransactions, 0, &upstream))
-            .unwrap();
         let merged: DescribeTransactionsResponse =
-            response_body(ApiKey::DescribeTransactions, 0, &merged.frame);
+            applied(&plan, ApiKey::DescribeTransactions, 0, &upstream);
         assert_eq!(merged.transaction_states[0].topics.len(), 1);
         assert_eq!(merged.transaction_states[1].transactional_id, tx("other"));
         assert_eq!(merged.transaction_states[1].error_code, 53);
@@ -605,11 +596,8 @@ mod tests {
                 Listed::default().with_transactional_id(tx("tx")),
                 Listed::default().with_transactional_id(tx("other")),
             ]);
-            let merged = plan
-                .apply(response(ApiKey::ListTransactions, version, &upstream))
-                .unwrap();
             let merged: ListTransactionsResponse =
-                response_body(ApiKey::ListTransactions, version, &merged.frame);
+                applied(&plan, ApiKey::ListTransactions, version, &upstream);
             assert_eq!(merged.transaction_states.len(), 1);
             assert_eq!(merged.transaction_states[0].transactional_id, tx("tx"));
         }

@@ -153,15 +153,12 @@ mod tests {
             assert_eq!(sent.topics.len(), 1, "v{version}");
             assert_eq!(sent.topics[0].name.0.as_str(), "b");
             assert_eq!(sent.topics[0].partitions[0].committed_offset, 10);
-            let merged = plan
-                .apply(response(
-                    ApiKey::OffsetCommit,
-                    version,
-                    &OffsetCommitResponse::default(),
-                ))
-                .unwrap();
-            let merged: OffsetCommitResponse =
-                response_body(ApiKey::OffsetCommit, version, &merged.frame);
+            let merged: OffsetCommitResponse = applied(
+                &plan,
+                ApiKey::OffsetCommit,
+                version,
+                &OffsetCommitResponse::default(),
+            );
             assert_eq!(merged.topics[0].name.0.as_str(), "a");
             assert_eq!(merged.topics[0].partitions[0].error_code, 29);
 
@@ -232,10 +229,7 @@ mod tests {
                 .with_partitions(vec![
                     OffsetDeleteResponsePartition::default().with_partition_index(3)
                 ])]);
-        let merged = plan
-            .apply(response(ApiKey::OffsetDelete, 0, &upstream))
-            .unwrap();
-        let merged: OffsetDeleteResponse = response_body(ApiKey::OffsetDelete, 0, &merged.frame);
+        let merged: OffsetDeleteResponse = applied(&plan, ApiKey::OffsetDelete, 0, &upstream);
         let codes: Vec<_> = merged
             .topics
             .iter()

@@ -161,15 +161,12 @@ mod tests {
                 forwarded(&run(&authz, &frame(ApiKey::FindCoordinator, version, &req)));
             let sent: FindCoordinatorRequest = request_body(&out);
             assert_eq!(sent.coordinator_keys, vec![s("ok")]);
-            let merged = plan
-                .apply(response(
-                    ApiKey::FindCoordinator,
-                    version,
-                    &FindCoordinatorResponse::default(),
-                ))
-                .unwrap();
-            let merged: FindCoordinatorResponse =
-                response_body(ApiKey::FindCoordinator, version, &merged.frame);
+            let merged: FindCoordinatorResponse = applied(
+                &plan,
+                ApiKey::FindCoordinator,
+                version,
+                &FindCoordinatorResponse::default(),
+            );
             assert_eq!(merged.coordinators[0].key.as_str(), "no");
             assert_eq!(merged.coordinators[0].error_code, 30);
             let share = frame(

@@ -86,15 +86,12 @@ mod tests {
             let (out, plan) = forwarded(&run(&authz, &frame(ApiKey::DeleteGroups, version, &req)));
             let sent: DeleteGroupsRequest = request_body(&out);
             assert_eq!(sent.groups_names, vec![g("ok")]);
-            let merged = plan
-                .apply(response(
-                    ApiKey::DeleteGroups,
-                    version,
-                    &DeleteGroupsResponse::default(),
-                ))
-                .unwrap();
-            let merged: DeleteGroupsResponse =
-                response_body(ApiKey::DeleteGroups, version, &merged.frame);
+            let merged: DeleteGroupsResponse = applied(
+                &plan,
+                ApiKey::DeleteGroups,
+                version,
+                &DeleteGroupsResponse::default(),
+            );
             assert_eq!(merged.results[0].group_id, g("no"));
             assert_eq!(merged.results[0].error_code, 30);
         }

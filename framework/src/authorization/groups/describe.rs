@@ -211,11 +211,8 @@ mod tests {
             if version >= 3 {
                 upstream.groups[0].authorized_operations = -1;
             }
-            let merged = plan
-                .apply(response(ApiKey::DescribeGroups, version, &upstream))
-                .unwrap();
             let merged: DescribeGroupsResponse =
-                response_body(ApiKey::DescribeGroups, version, &merged.frame);
+                applied(&plan, ApiKey::DescribeGroups, version, &upstream);
             assert_eq!(merged.groups[1].group_id, g("no"));
             assert_eq!(merged.groups[1].error_code, 30);
             if version >= 3 {
@@ -237,11 +234,8 @@ mod tests {
             ConsumerGroupDescribeResponse::default().with_groups(vec![CgGroup::default()
                 .with_group_id(g("ok"))
                 .with_authorized_operations(-1)]);
-        let merged = plan
-            .apply(response(ApiKey::ConsumerGroupDescribe, 1, &upstream))
-            .unwrap();
         let merged: ConsumerGroupDescribeResponse =
-            response_body(ApiKey::ConsumerGroupDescribe, 1, &merged.frame);
+            applied(&plan, ApiKey::ConsumerGroupDescribe, 1, &upstream);
         assert_eq!(merged.groups[0].authorized_operations, 1 << 8);
     }
 
@@ -259,11 +253,7 @@ mod tests {
                 &authz,
                 &frame(ApiKey::ListGroups, version, &ListGroupsRequest::default()),
             ));
-            let merged = plan
-                .apply(response(ApiKey::ListGroups, version, &upstream))
-                .unwrap();
-            let merged: ListGroupsResponse =
-                response_body(ApiKey::ListGroups, version, &merged.frame);
+            let merged: ListGroupsResponse = applied(&plan, ApiKey::ListGroups, version, &upstream);
             assert_eq!(merged.groups.len(), 1);
             assert_eq!(merged.groups[0].group_id, g("ok"));
         }

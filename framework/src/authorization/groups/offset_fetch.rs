@@ -201,11 +201,8 @@ mod tests {
                             .collect(),
                     ),
             ]);
-            let merged = plan
-                .apply(response(ApiKey::OffsetFetch, version, &upstream))
-                .unwrap();
             let merged: OffsetFetchResponse =
-                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+                applied(&plan, ApiKey::OffsetFetch, version, &upstream);
             let topics = &merged.groups[0].topics;
             assert_eq!(topics[0].partitions[0].committed_offset, 55);
             let denied = &topics[1].partitions[0];
@@ -255,11 +252,8 @@ mod tests {
                     })
                     .collect(),
             );
-            let merged = plan
-                .apply(response(ApiKey::OffsetFetch, version, &upstream))
-                .unwrap();
             let merged: OffsetFetchResponse =
-                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+                applied(&plan, ApiKey::OffsetFetch, version, &upstream);
             assert_eq!(merged.topics[0].partitions[0].committed_offset, 55);
             assert_eq!(merged.topics[1].partitions[0].committed_offset, -1);
             assert_eq!(merged.topics[1].partitions[0].error_code, 29);
@@ -312,11 +306,8 @@ mod tests {
                     .with_group_id(g("no"))
                     .with_topics(topics(&["a"])),
             ]);
-            let merged = plan
-                .apply(response(ApiKey::OffsetFetch, version, &upstream))
-                .unwrap();
             let merged: OffsetFetchResponse =
-                response_body(ApiKey::OffsetFetch, version, &merged.frame);
+                applied(&plan, ApiKey::OffsetFetch, version, &upstream);
             let ok = &merged.groups[0];
             assert_eq!(ok.topics.len(), 1);
             assert_eq!(ok.topics[0].name.0.as_str(), "a");
