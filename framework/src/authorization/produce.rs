@@ -11,6 +11,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use smallvec::SmallVec;
 
 use super::check::{Checker, Loud};
 use super::wire::{self, PlanError, Topics, Walk};
@@ -25,15 +26,15 @@ pub(crate) struct Merge {
     denied: Vec<(String, Vec<i32>)>,
 }
 
-struct Parsed {
-    transactional_id: Option<String>,
+struct Parsed<'a> {
+    transactional_id: Option<&'a str>,
     acks: i16,
     transactional_records: bool,
-    topics: Topics,
+    topics: Topics<'a>,
 }
 
-fn parse(walk: &mut Walk<'_>) -> Result<Parsed, Malformed> {
-    let transactional_id = walk.nullable_string()?;
+fn parse<'a>(walk: &mut Walk<'a>) -> Result<Parsed<'a>, Malformed> {
+    let transactional_id = walk.nullable_str()?;
     let acks = walk.i16()?;
     let _timeout_ms = walk.i32()?;
     let mut transactional_records = false;
@@ -118,7 +119,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
         parsed.topics.entries.iter().map(|e| e.name.as_str()),
         Loud::Yes,
     );
-    let keep: Vec<bool> = parsed
+    let keep: SmallVec<[bool; 8]> = parsed
         .topics
         .entries
         .iter()
@@ -148,7 +149,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
 
 fn deny_all(
     req: &Request<'_>,
-    parsed: &Parsed,
+    parsed: &Parsed<'_>,
     denied: Vec<(String, Vec<i32>)>,
     code: ErrorCode,
 ) -> Result<Outcome, Refusal> {
