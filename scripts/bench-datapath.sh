@@ -41,9 +41,11 @@
 #   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
 #                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
-#   --profile TOOL        perf | strace: profile the Portcullis under test during its runs
-#                         (perf record -g / strace -c -f; results in the run directory; the
-#                         tool slows Portcullis down, so ratios of a profiled run are not figures)
+#   --profile TOOL        perf | stat | strace: profile the Portcullis under test during its
+#                         runs (perf record -g / perf stat of CPU, context switches and
+#                         migrations / strace -c -f; results in the run directory's profiles/;
+#                         perf and strace slow Portcullis down, so ratios of such a run are not
+#                         figures)
 #   --keep                keep the run directory (configs, logs, JSON) even on success
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -105,7 +107,7 @@ for n in records record_size rounds partitions latency_rate latency_seconds e2e_
 done
 [[ $latency_warmup =~ ^[0-9]+$ ]] || die "--latency-warmup must be a non-negative integer"
 case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
-case $profile in '' | perf | strace) ;; *) die "--profile must be perf or strace" ;; esac
+case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
 want_case() { [[ ",$cases," == *",$1,"* ]]; }
 
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-datapath.XXXXXX")
@@ -168,7 +170,7 @@ if [[ ! -f $TOOL_CLASSES/.complete ]]; then
   touch "$TOOL_CLASSES.tmp$$/.complete"
   rm -rf "$TOOL_CLASSES" && mv "$TOOL_CLASSES.tmp$$" "$TOOL_CLASSES"
 fi
-if [[ $profile == perf ]]; then require_tools perf; fi
+if [[ $profile == perf || $profile == stat ]]; then require_tools perf; fi
 if [[ $profile == strace ]]; then require_tools strace; fi
 
 # ---------------------------------------------------------------------------------------------
@@ -237,10 +239,16 @@ super_users = [\"User:$KAFKA_ADMIN_USER\"]"
 start_nodes "" "$portcullis_bin"
 [[ -n $baseline_bin ]] && start_nodes base- "$baseline_bin"
 
+binary_origin() {
+  local commit_file
+  commit_file=$(dirname "$1")/COMMIT
+  if [[ -f $commit_file ]]; then echo " (built from $(head -c 40 "$commit_file"))"; fi
+}
 machine_info() {
   echo "date:      $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
-  echo "binary:    $portcullis_bin${baseline_bin:+ (targets portcullis*); baseline $baseline_bin (targets base-portcullis*)}"
+  echo "checkout:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+  # A binary passed in may come from elsewhere: a COMMIT file next to it says what it was built from.
+  echo "binary:    $portcullis_bin$(binary_origin "$portcullis_bin")${baseline_bin:+ (targets portcullis*); baseline $baseline_bin$(binary_origin "$baseline_bin") (targets base-portcullis*)}"
   echo "nproc:     $(nproc)"
   echo "cpu:       $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "kernel:    $(uname -r)"
@@ -263,6 +271,8 @@ profile_start() {
   [[ -n $profile && -n $pid ]] || return 0
   case $profile in
     perf) perf record -F 999 -g -p "$pid" -o "$RUN_DIR/profiles/$name.perf.data" >"$RUN_DIR/profiles/$name.perf.log" 2>&1 & ;;
+    stat) perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pid" \
+      -o "$RUN_DIR/profiles/$name.stat.txt" >"$RUN_DIR/profiles/$name.stat.log" 2>&1 & ;;
     strace) strace -c -f -p "$pid" -o "$RUN_DIR/profiles/$name.strace.txt" 2>"$RUN_DIR/profiles/$name.strace.log" & ;;
   esac
   PROFILER_PID=$!
@@ -374,7 +384,12 @@ done
 if [[ $profile == perf ]]; then
   for data in "$RUN_DIR"/profiles/*.perf.data; do
     [[ -f $data ]] || continue
-    perf report -i "$data" --no-children --sort dso,symbol --stdio 2>/dev/null | head -n 80 >"${data%.data}.txt" || true
+    {
+      perf report -i "$data" --no-children --sort dso -g none --stdio 2>/dev/null | grep -v '^#' | grep -v '^$'
+      echo
+      perf report -i "$data" --no-children --sort dso,symbol -g none --percent-limit 0.5 --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 60
+    } >"${data%.data}.txt" || true
   done
 fi
 python3 scripts/lib/datapath_report.py report "$RUN_DIR" | tee "$RUN_DIR/results.md"
