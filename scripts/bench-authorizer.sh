@@ -12,6 +12,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
+# Honour CARGO_TARGET_DIR (relative to the repository root) for the binaries and criterion's
+# output; the corpora and the comparison stay under the repository's target/.
+case "${CARGO_TARGET_DIR:-}" in
+  "") TARGET="$ROOT/target" ;;
+  /*) TARGET="$CARGO_TARGET_DIR" ;;
+  *) TARGET="$ROOT/$CARGO_TARGET_DIR" ;;
+esac
 DIR="${PORTCULLIS_ACL_CORPUS:-$ROOT/target/acl-corpus}"
 OUT="$ROOT/target/bench-authorizer"
 JMH_DIR="$ROOT/benches/authorizer-jmh"
@@ -27,13 +34,13 @@ cargo build --release -p portcullis-plugin-acl --examples >/dev/null
 
 if [ ! -f "$DIR/kafka-200000-50.acl" ] || [ ! -f "$DIR/realistic.acl" ]; then
   echo "== writing corpora into $DIR"
-  "$ROOT/target/release/examples/gen_corpus" "$DIR" >/dev/null
+  "$TARGET/release/examples/gen_corpus" "$DIR" >/dev/null
 fi
 
 echo "== decision cross-check (every case, both authorizers)"
 IFS=',' read -r -a LIST <<< "$CORPORA"
 for c in "${LIST[@]}"; do
-  "$ROOT/target/release/examples/decide" "$DIR/$c.acl" > "$OUT/$c.portcullis.decisions"
+  "$TARGET/release/examples/decide" "$DIR/$c.acl" > "$OUT/$c.portcullis.decisions"
   java -Xmx10g -cp "$JAR" dev.portcullis.bench.Decide "$DIR/$c.acl" 2>/dev/null > "$OUT/$c.kafka.decisions"
   if diff -u "$OUT/$c.kafka.decisions" "$OUT/$c.portcullis.decisions"; then
     echo "$c: $(wc -l < "$OUT/$c.kafka.decisions") cases, same decisions"
@@ -56,7 +63,7 @@ for c in "${LIST[@]}"; do
 done
 
 echo "== medians (ns/op)"
-python3 - "$ROOT/target/criterion" "$OUT" "$CORPORA" <<'PY'
+python3 - "$TARGET/criterion" "$OUT" "$CORPORA" <<'PY'
 import json, os, sys, glob
 crit, out, corpora = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 rust = {}

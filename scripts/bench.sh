@@ -13,6 +13,9 @@
 #      everything it started.
 #
 # Usage: scripts/bench.sh [options]
+#   --datapath           run the data-path benchmark instead (produce/consume/latency through
+#                        Portcullis vs Kafka): scripts/bench-datapath.sh; the other arguments go
+#                        to it (scripts/bench.sh --datapath --help)
 #   --connections N      concurrent login workers (default 4)
 #   --duration S         measured seconds per target and mechanism (default 20)
 #   --warmup S           unmeasured seconds before each measurement (default 15)
@@ -27,12 +30,18 @@
 
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${1:-} == --datapath ]]; then
+  shift
+  exec scripts/bench-datapath.sh "$@"
+fi
 # shellcheck source=lib/common.sh
 source scripts/lib/common.sh
 # shellcheck source=lib/kafka-deps.sh
 source scripts/lib/kafka-deps.sh
 # shellcheck source=lib/kafka.sh
 source scripts/lib/kafka.sh
+# shellcheck source=lib/bench.sh
+source scripts/lib/bench.sh
 
 connections=4
 duration=20
@@ -95,33 +104,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# cpu_ticks PID: user+system CPU of a process in clock ticks (fields 14 and 15 of /proc/PID/stat;
-# the command name in field 2 may hold spaces, so count from the last ')').
-cpu_ticks() {
-  local stat
-  stat=$(cat "/proc/$1/stat") || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split the fields on purpose
-  set -- $stat
-  echo $((${12} + ${13}))
-}
-
-# The JVM behind KAFKA_PID (the pid itself if it is java, else its java child).
-kafka_java_pid() {
-  local pid=$1 child
-  if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == java ]]; then
-    echo "$pid"
-    return 0
-  fi
-  for child in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || pgrep -P "$pid"); do
-    if [[ $(cat "/proc/$child/comm" 2>/dev/null) == java ]]; then
-      echo "$child"
-      return 0
-    fi
-  done
-  return 1
-}
 
 machine_info() {
   {

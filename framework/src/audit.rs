@@ -53,24 +53,51 @@ impl AuditingAuthorizer {
     }
 }
 
+impl AuditingAuthorizer {
+    /// Writes the line for one decision if the policy and the action ask for it. The line is
+    /// formatted only then: nothing is built for a decision that is not written.
+    fn audit(&self, context: &RequestContext<'_>, action: &Action<'_>, result: &Authorization) {
+        let wanted = match result.decision {
+            Decision::Allowed => self.policy.allowed && action.log_if_allowed,
+            Decision::Denied => self.policy.denied && action.log_if_denied,
+        };
+        if wanted {
+            self.sink.write_line(audit_line(context, action, result));
+        }
+    }
+}
+
 impl Authorizer for AuditingAuthorizer {
-    fn authorize(&self, context: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
+    fn authorize(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+    ) -> Vec<Authorization> {
         let results = self.inner.authorize(context, actions);
         for (action, result) in actions.iter().zip(&results) {
-            let wanted = match result.decision {
-                Decision::Allowed => self.policy.allowed && action.log_if_allowed,
-                Decision::Denied => self.policy.denied && action.log_if_denied,
-            };
-            if wanted {
-                self.sink.write_line(audit_line(context, action, result));
-            }
+            self.audit(context, action, result);
         }
         results
     }
 
+    fn authorize_each(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+        decided: &mut dyn FnMut(usize, Authorization),
+    ) {
+        self.inner
+            .authorize_each(context, actions, &mut |i, result| {
+                if let Some(action) = actions.get(i) {
+                    self.audit(context, action, &result);
+                }
+                decided(i, result);
+            });
+    }
+
     fn authorize_by_resource_type(
         &self,
-        context: &RequestContext,
+        context: &RequestContext<'_>,
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> Decision {
@@ -84,7 +111,11 @@ impl Authorizer for AuditingAuthorizer {
 }
 
 /// One decision as a JSON object.
-pub fn audit_line(context: &RequestContext, action: &Action, result: &Authorization) -> String {
+pub fn audit_line(
+    context: &RequestContext<'_>,
+    action: &Action<'_>,
+    result: &Authorization,
+) -> String {
     let api = kafka_protocol::messages::ApiKey::try_from(context.api_key)
         .map(|k| format!("{k:?}"))
         .unwrap_or_else(|_| context.api_key.to_string());
@@ -248,5 +279,44 @@ mod tests {
         let _ = all.authorize(&ctx, &actions[..1]);
         let last = lines.0.lock().unwrap().last().cloned().unwrap();
         assert!(last.contains(r#""decision":"ALLOWED","rule":"MatchingAcl(pattern=TOPIC:LITERAL:a, principal=User:alice, host=*, operation=READ, permission=ALLOW)""#), "{last}");
+    }
+
+    #[test]
+    fn the_request_path_writes_the_same_lines() {
+        let lines = Arc::new(Lines(Mutex::new(Vec::new())));
+        let by_vec = Arc::new(Lines(Mutex::new(Vec::new())));
+        let ctx = RequestContext::new(
+            Principal::user("alice"),
+            "10.0.0.1".parse().unwrap(),
+            "l",
+            1,
+            13,
+            42,
+        );
+        let actions = [
+            Action::new(AclOperation::Read, ResourceType::Topic, "a"),
+            Action::new(AclOperation::Read, ResourceType::Topic, "b"),
+            Action::new(AclOperation::Describe, ResourceType::Topic, "c").quiet(),
+        ];
+        let policy = AuditPolicy::new(true, true);
+        let mut answers = Vec::new();
+        AuditingAuthorizer::new(Arc::new(AllowTopicA), lines.clone(), policy).authorize_each(
+            &ctx,
+            &actions,
+            &mut |i, a| answers.push((i, a.decision)),
+        );
+        let expected = AuditingAuthorizer::new(Arc::new(AllowTopicA), by_vec.clone(), policy)
+            .authorize(&ctx, &actions);
+        assert_eq!(
+            answers,
+            expected
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (i, a.decision))
+                .collect::<Vec<_>>()
+        );
+        let written = lines.0.lock().unwrap().clone();
+        assert_eq!(written.len(), 2);
+        assert_eq!(written, *by_vec.0.lock().unwrap());
     }
 }

@@ -44,6 +44,7 @@ use kafka_protocol::messages::{
     TopicName, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use smallvec::SmallVec;
 
 use super::check::{Checker, Loud};
 use super::wire::{PlanError, TopicPartitions, Topics};
@@ -73,8 +74,8 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
 pub(crate) fn allowed_topics(
     chk: &mut Checker<'_>,
     operation: AclOperation,
-    topics: &Topics,
-) -> Vec<bool> {
+    topics: &Topics<'_>,
+) -> SmallVec<[bool; 8]> {
     let allowed = chk.allowed_names(
         operation,
         ResourceType::Topic,

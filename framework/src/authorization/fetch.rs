@@ -13,6 +13,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::FetchableTopicResponse;
 use kafka_protocol::messages::FetchResponse;
+use smallvec::{smallvec, SmallVec};
 
 use super::check::Checker;
 use super::entries::{allowed_topics, denied_topics, put_back, TOPIC_DENIED};
@@ -27,14 +28,17 @@ pub(crate) struct Merge {
     denied: TopicPartitions,
 }
 
-struct Parsed {
+struct Parsed<'a> {
     replica_id: i32,
     /// Where session id and epoch lie (v7+).
     session: Option<std::ops::Range<usize>>,
-    topics: Topics,
+    topics: Topics<'a>,
 }
 
-fn parse(walk: &mut Walk<'_>, version: i16) -> Result<Parsed, Malformed> {
+/// Session id 0 and epoch -1: Kafka's `FetchMetadata.LEGACY`, a sessionless full fetch.
+const LEGACY_SESSION: [u8; 8] = [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff];
+
+fn parse<'a>(walk: &mut Walk<'a>, version: i16) -> Result<Parsed<'a>, Malformed> {
     let replica_id = walk.i32()?;
     let _max_wait_ms = walk.i32()?;
     let _min_bytes = walk.i32()?;
@@ -87,8 +91,8 @@ fn parse(walk: &mut Walk<'_>, version: i16) -> Result<Parsed, Malformed> {
 
 pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcome, Refusal> {
     let parsed = parse(&mut req.walk(), req.version)?;
-    let keep: Vec<bool> = if parsed.replica_id >= 0 {
-        vec![false; parsed.topics.entries.len()]
+    let keep: SmallVec<[bool; 8]> = if parsed.replica_id >= 0 {
+        smallvec![false; parsed.topics.entries.len()]
     } else {
         allowed_topics(chk, AclOperation::Read, &parsed.topics)
     };
@@ -102,20 +106,21 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
             ));
         return req.respond(&body);
     }
-    let mut edits = Vec::new();
-    if let Some(session) = parsed.session {
-        let mut legacy = 0i32.to_be_bytes().to_vec();
-        legacy.extend_from_slice(&(-1i32).to_be_bytes());
-        edits.push(Edit {
-            range: session,
-            replacement: legacy,
+    if denied.is_empty() {
+        return Ok(match parsed.session {
+            Some(session) => Outcome::Forward(
+                wire::overwrite(req.frame, req.header.header_len, session, &LEGACY_SESSION),
+                Rewrite::Unchanged,
+            ),
+            None => req.unchanged(),
         });
     }
-    if denied.is_empty() {
-        if edits.is_empty() {
-            return Ok(req.unchanged());
-        }
-        return Ok(Outcome::Forward(req.rewritten(edits), Rewrite::Unchanged));
+    let mut edits = Vec::new();
+    if let Some(session) = parsed.session {
+        edits.push(Edit {
+            range: session,
+            replacement: LEGACY_SESSION.to_vec(),
+        });
     }
     parsed.topics.span.keep_only(&keep, &mut edits);
     Ok(Outcome::Forward(

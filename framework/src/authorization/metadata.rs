@@ -114,13 +114,13 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
         let creatable = chk.allowed_names(
             AclOperation::Create,
             ResourceType::Topic,
-            describable.iter().map(String::as_str),
+            describable.iter(),
             Loud::IfAllowed,
         );
         not_creatable = describable
             .iter()
             .filter(|n| !creatable.contains(*n))
-            .cloned()
+            .map(str::to_owned)
             .collect();
     }
 

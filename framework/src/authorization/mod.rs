@@ -77,16 +77,40 @@ pub enum Verdict {
     Close(String),
 }
 
-/// Authorizes one request that the forwarding policy sends upstream.
+/// Authorizes one request that the forwarding policy sends upstream, and returns every decision
+/// taken on the way.
 ///
 /// `header` must be the parsed header of `frame`.
 pub fn enforce(
     authorizer: &Arc<dyn Authorizer>,
-    context: &RequestContext,
+    context: &RequestContext<'_>,
     header: &RequestHeader,
     frame: &Bytes,
 ) -> Enforcement {
-    let mut checker = Checker::new(authorizer.as_ref(), context);
+    enforce_with(authorizer, context, header, frame, true)
+}
+
+/// [`enforce`] without the list of decisions: what the connection calls for every request. For
+/// a producer's or consumer's request that names a handful of topics it allocates nothing but
+/// what the verdict holds (a rewritten frame, a response plan), with an authorizer that answers
+/// through [`Authorizer::authorize_each`] without allocating (the `acl` plugin does).
+pub fn enforce_verdict(
+    authorizer: &Arc<dyn Authorizer>,
+    context: &RequestContext<'_>,
+    header: &RequestHeader,
+    frame: &Bytes,
+) -> Verdict {
+    enforce_with(authorizer, context, header, frame, false).verdict
+}
+
+fn enforce_with(
+    authorizer: &Arc<dyn Authorizer>,
+    context: &RequestContext<'_>,
+    header: &RequestHeader,
+    frame: &Bytes,
+    record: bool,
+) -> Enforcement {
+    let mut checker = Checker::new(authorizer.as_ref(), context, record);
     let verdict = match enforce_inner(&mut checker, header, frame) {
         Ok(Outcome::Forward(frame, Rewrite::Unchanged)) => Verdict::Forward {
             frame,
@@ -99,7 +123,7 @@ pub fn enforce(
                 scope: Scope {
                     key: ApiKey::try_from(header.api_key).unwrap_or(ApiKey::ApiVersions),
                     authorizer: Arc::clone(authorizer),
-                    context: context.clone(),
+                    context: context.clone().into_owned(),
                     api_version: header.api_version,
                     correlation_id: header.correlation_id,
                 },
@@ -418,7 +442,7 @@ struct Planned {
 struct Scope {
     key: ApiKey,
     authorizer: Arc<dyn Authorizer>,
-    context: RequestContext,
+    context: RequestContext<'static>,
     api_version: i16,
     correlation_id: i32,
 }
@@ -477,7 +501,7 @@ impl ResponsePlan {
                 decisions: Vec::new(),
             });
         };
-        let mut checker = Checker::new(scope.authorizer.as_ref(), &scope.context);
+        let mut checker = Checker::new(scope.authorizer.as_ref(), &scope.context, true);
         let response = Response {
             frame: &response,
             version: scope.api_version,

@@ -64,7 +64,7 @@ pub(crate) fn offset_for_leader_epoch(
     walk.tags()?;
     walk.finish()?;
     let keep = if chk.cluster(AclOperation::ClusterAction, Loud::IfAllowed) {
-        vec![true; topics.entries.len()]
+        smallvec::smallvec![true; topics.entries.len()]
     } else {
         allowed_topics(chk, AclOperation::Describe, &topics)
     };

@@ -24,15 +24,15 @@ pub(crate) struct Merge {
     denied: TopicPartitions,
 }
 
-struct Parsed {
-    transactional_id: Option<String>,
+struct Parsed<'a> {
+    transactional_id: Option<&'a str>,
     acks: i16,
     transactional_records: bool,
-    topics: Topics,
+    topics: Topics<'a>,
 }
 
-fn parse(walk: &mut Walk<'_>) -> Result<Parsed, Malformed> {
-    let transactional_id = walk.nullable_string()?;
+fn parse<'a>(walk: &mut Walk<'a>) -> Result<Parsed<'a>, Malformed> {
+    let transactional_id = walk.nullable_str()?;
     let acks = walk.i16()?;
     let _timeout_ms = walk.i32()?;
     let mut transactional_records = false;
@@ -133,7 +133,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
 
 fn deny_all(
     req: &Request<'_>,
-    parsed: &Parsed,
+    parsed: &Parsed<'_>,
     denied: &TopicPartitions,
     code: ErrorCode,
 ) -> Result<Outcome, Refusal> {

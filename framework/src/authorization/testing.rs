@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, GroupId, RequestHeader as WireHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use super::{enforce, Enforcement, Verdict};
+use super::{enforce, enforce_verdict, Enforcement, Verdict};
 use crate::acl::{AclOperation, ResourceType};
 use crate::authorizer::{
     Action, Authorization, Authorizer, DecidingRule, Decision, RequestContext,
@@ -89,7 +89,7 @@ impl Authorizer for AllowList {
     }
 }
 
-pub(crate) fn context(key: ApiKey, version: i16) -> RequestContext {
+pub(crate) fn context(key: ApiKey, version: i16) -> RequestContext<'static> {
     RequestContext::new(
         Principal::user("alice"),
         IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -114,11 +114,18 @@ pub(crate) fn frame<T: Encodable>(key: ApiKey, version: i16, body: &T) -> Bytes 
     out.freeze()
 }
 
-/// Runs `enforce` on a frame.
+/// Runs `enforce` on a frame, checking that the unrecorded path the connection takes
+/// (`enforce_verdict`) reaches the same verdict.
 pub(crate) fn run(authorizer: &Arc<dyn Authorizer>, frame: &Bytes) -> Enforcement {
     let h = header::parse(frame).unwrap();
     let key = ApiKey::try_from(h.api_key).unwrap();
-    enforce(authorizer, &context(key, h.api_version), &h, frame)
+    let context = context(key, h.api_version);
+    let enforcement = enforce(authorizer, &context, &h, frame);
+    assert_eq!(
+        enforce_verdict(authorizer, &context, &h, frame),
+        enforcement.verdict
+    );
+    enforcement
 }
 
 /// Decodes the body of a request frame.

@@ -7,7 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 
 use super::testing::{context, Fixed};
-use super::{authorizable_versions, enforce, mapping, Mapping, Verdict};
+use super::{authorizable_versions, enforce, enforce_verdict, mapping, Mapping, Verdict};
 use crate::authorizer::{Authorizer, Decision};
 use crate::protocol::api::is_security_api;
 use crate::protocol::header;
@@ -175,6 +175,11 @@ fn no_body_makes_enforcement_panic() {
                     // Upstream responses are decoded with kafka-protocol (the upstream is
                     // trusted, docs/security.md), so only the client side is exercised here.
                     let e = enforce(authz, &context(key, version), &h, &f);
+                    assert_eq!(
+                        enforce_verdict(authz, &context(key, version), &h, &f),
+                        e.verdict,
+                        "{key:?} v{version}"
+                    );
                     if let Verdict::Forward { frame: out, .. } = &e.verdict {
                         // What is forwarded is the client's frame or a strict edit of it.
                         assert!(out.len() <= f.len() + 4, "{key:?} v{version}");

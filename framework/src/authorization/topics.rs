@@ -261,7 +261,7 @@ pub(crate) fn delete_records(req: &Request<'_>, chk: &mut Checker<'_>) -> Result
     let _timeout_ms = w.i32()?;
     w.tags()?;
     w.finish()?;
-    let names: Vec<String> = topics.entries.iter().map(|e| e.name.clone()).collect();
+    let names: Vec<String> = topics.entries.iter().map(|e| e.name.to_string()).collect();
     let keep = keep_allowed(chk, AclOperation::Delete, &names, false);
     let denied = topics.denied(&keep);
     split(req, &topics.span, &keep, Merge::DeleteRecords { denied })

@@ -7,6 +7,7 @@ use std::ops::Range;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use smallvec::SmallVec;
 
 use crate::protocol::reader::{Malformed, Reader};
 
@@ -67,10 +68,18 @@ impl<'a> Walk<'a> {
     pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, Malformed> {
         self.reader.any_nullable_string(self.flexible)
     }
+    /// STRING / COMPACT_STRING, borrowed from the body.
+    pub(crate) fn str(&mut self) -> Result<&'a str, Malformed> {
+        self.reader.any_str(self.flexible)
+    }
+    /// NULLABLE_STRING / COMPACT_NULLABLE_STRING, borrowed from the body.
+    pub(crate) fn nullable_str(&mut self) -> Result<Option<&'a str>, Malformed> {
+        self.reader.any_nullable_str(self.flexible)
+    }
     /// A STRING in a version that is not flexible even though the message later becomes so
     /// (helpers pick by `self.flexible`; this is for symmetry).
     pub(crate) fn skip_string(&mut self) -> Result<(), Malformed> {
-        self.nullable_string().map(|_| ())
+        self.nullable_str().map(|_| ())
     }
 
     /// BYTES / COMPACT_BYTES / RECORDS, nullable.
@@ -151,13 +160,17 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// How many array elements of a request are recorded without allocating (a producer or
+/// consumer names a handful of topics, each with a handful of partitions).
+const INLINE: usize = 8;
+
 /// Where an array sits in the body and where each element lies.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ArraySpan {
     /// The bytes of the length prefix.
     pub(crate) count: Range<usize>,
     /// Each element, in order.
-    pub(crate) elements: Vec<Range<usize>>,
+    pub(crate) elements: SmallVec<[Range<usize>; INLINE]>,
     /// Compact (uvarint) length prefix.
     pub(crate) compact: bool,
 }
@@ -167,7 +180,7 @@ impl ArraySpan {
     pub(crate) fn begin(walk: &Walk<'_>, start: usize) -> Self {
         Self {
             count: start..walk.pos(),
-            elements: Vec::new(),
+            elements: SmallVec::new(),
             compact: walk.flexible,
         }
     }
@@ -199,21 +212,51 @@ impl ArraySpan {
 /// Topics with their partitions, in request order.
 pub(crate) type TopicPartitions = Vec<(String, Vec<i32>)>;
 
+/// A name read from a request body, borrowed from it (request strings are checked UTF-8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Name<'a>(&'a str);
+
+impl<'a> Name<'a> {
+    /// The name, for as long as the body lives.
+    pub(crate) fn as_str(&self) -> &'a str {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Name<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl AsRef<str> for Name<'_> {
+    fn as_ref(&self) -> &str {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
 /// One entry of a `[topic name, [partition…]]` array.
 #[derive(Clone, Debug)]
-pub(crate) struct TopicEntry {
-    pub(crate) name: String,
-    pub(crate) partitions: Vec<i32>,
+pub(crate) struct TopicEntry<'a> {
+    pub(crate) name: Name<'a>,
+    pub(crate) partitions: SmallVec<[i32; INLINE]>,
 }
 
 /// The topics of a request and where each lies.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Topics {
+pub(crate) struct Topics<'a> {
     pub(crate) span: ArraySpan,
-    pub(crate) entries: Vec<TopicEntry>,
+    pub(crate) entries: SmallVec<[TopicEntry<'a>; INLINE]>,
 }
 
-impl Topics {
+impl Topics<'_> {
     /// Every topic with its partitions, in request order (for a denial of the whole request).
     pub(crate) fn all(&self) -> TopicPartitions {
         self.denied(&vec![false; self.entries.len()])
@@ -225,28 +268,28 @@ impl Topics {
             .iter()
             .zip(keep)
             .filter(|(_, k)| !**k)
-            .map(|(e, _)| (e.name.clone(), e.partitions.clone()))
+            .map(|(e, _)| (e.name.to_string(), e.partitions.to_vec()))
             .collect()
     }
 }
 
 /// Reads `[name, [partition…], tags]` with `partition` reading one partition entry (its index
 /// first) and returning the index.
-pub(crate) fn topic_array(
-    walk: &mut Walk<'_>,
-    mut partition: impl FnMut(&mut Walk<'_>) -> Result<i32, Malformed>,
-) -> Result<Topics, Malformed> {
+pub(crate) fn topic_array<'a>(
+    walk: &mut Walk<'a>,
+    mut partition: impl FnMut(&mut Walk<'a>) -> Result<i32, Malformed>,
+) -> Result<Topics<'a>, Malformed> {
     let start = walk.pos();
     let count = walk.array_len_required()?;
     let mut topics = Topics {
         span: ArraySpan::begin(walk, start),
-        entries: Vec::new(),
+        entries: SmallVec::new(),
     };
     for _ in 0..count {
         let at = walk.pos();
-        let name = walk.string()?;
+        let name = Name(walk.str()?);
         let n = walk.array_len_required()?;
-        let mut partitions = Vec::new();
+        let mut partitions = SmallVec::new();
         for _ in 0..n {
             partitions.push(partition(walk)?);
         }
@@ -296,6 +339,29 @@ pub(crate) fn rewrite(frame: &Bytes, header_len: usize, mut edits: Vec<Edit>) ->
     }
     out.extend_from_slice(body.get(at..).unwrap_or_default());
     out.freeze()
+}
+
+/// The frame with `range` of the body replaced by `bytes`: for a replacement of the same length
+/// (Fetch's session fields, on every fetch) one copy and no edit list.
+pub(crate) fn overwrite(
+    frame: &Bytes,
+    header_len: usize,
+    range: Range<usize>,
+    bytes: &[u8],
+) -> Bytes {
+    let at = header_len.saturating_add(range.start);
+    if range.len() == bytes.len() && at.saturating_add(bytes.len()) <= frame.len() {
+        let mut out = BytesMut::from(frame.as_ref());
+        if let Some(slot) = out.get_mut(at..at + bytes.len()) {
+            slot.copy_from_slice(bytes);
+            return out.freeze();
+        }
+    }
+    let edit = Edit {
+        range,
+        replacement: bytes.to_vec(),
+    };
+    rewrite(frame, header_len, vec![edit])
 }
 
 fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
@@ -368,7 +434,7 @@ mod tests {
         let frame = Bytes::from_static(b"HH\x00\x00\x00\x03abbc\x09");
         let span = ArraySpan {
             count: 0..4,
-            elements: vec![4..5, 5..7, 7..8],
+            elements: smallvec::smallvec![4..5, 5..7, 7..8],
             compact: false,
         };
         let mut edits = Vec::new();
@@ -377,7 +443,7 @@ mod tests {
         let frame = Bytes::from_static(b"H\x04abbc");
         let span = ArraySpan {
             count: 0..1,
-            elements: vec![1..2, 2..4, 4..5],
+            elements: smallvec::smallvec![1..2, 2..4, 4..5],
             compact: true,
         };
         let mut edits = Vec::new();

@@ -209,16 +209,17 @@ fn authorize(
     header: &RequestHeader,
     frame: &Bytes,
 ) -> Verdict {
+    // Borrowed from the session and the header: nothing is allocated per request.
     let context = RequestContext::new(
-        session.principal.clone(),
+        &session.principal,
         conn.client_address,
-        conn.config.listener.clone(),
+        conn.config.listener.as_str(),
         header.api_key,
         header.api_version,
         header.correlation_id,
     )
-    .with_client_id(header.client_id.clone());
-    authorization::enforce(authorizer, &context, header, frame).verdict
+    .with_client_id(header.client_id.as_deref());
+    authorization::enforce_verdict(authorizer, &context, header, frame)
 }
 
 fn respond(

@@ -98,12 +98,12 @@ impl<'a> Reader<'a> {
         Err(Malformed("varint too long"))
     }
 
-    fn utf8(raw: &[u8]) -> Result<String, Malformed> {
-        String::from_utf8(raw.to_vec()).map_err(|_| Malformed("string is not UTF-8"))
+    fn utf8(raw: &'a [u8]) -> Result<&'a str, Malformed> {
+        std::str::from_utf8(raw).map_err(|_| Malformed("string is not UTF-8"))
     }
 
-    /// STRING / NULLABLE_STRING (INT16 length).
-    pub fn nullable_string(&mut self) -> Result<Option<String>, Malformed> {
+    /// STRING / NULLABLE_STRING (INT16 length), borrowed from the input.
+    pub fn nullable_str(&mut self) -> Result<Option<&'a str>, Malformed> {
         let len = self.i16()?;
         if len < 0 {
             return Ok(None);
@@ -112,13 +112,18 @@ impl<'a> Reader<'a> {
         Self::utf8(raw).map(Some)
     }
 
+    /// STRING / NULLABLE_STRING (INT16 length).
+    pub fn nullable_string(&mut self) -> Result<Option<String>, Malformed> {
+        Ok(self.nullable_str()?.map(str::to_owned))
+    }
+
     /// STRING.
     pub fn string(&mut self) -> Result<String, Malformed> {
         self.nullable_string()?.ok_or(Malformed("null string"))
     }
 
-    /// COMPACT_NULLABLE_STRING (UNSIGNED_VARINT length + 1).
-    pub fn compact_nullable_string(&mut self) -> Result<Option<String>, Malformed> {
+    /// COMPACT_NULLABLE_STRING (UNSIGNED_VARINT length + 1), borrowed from the input.
+    pub fn compact_nullable_str(&mut self) -> Result<Option<&'a str>, Malformed> {
         match self.uvarint()? {
             0 => Ok(None),
             n => {
@@ -128,10 +133,34 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// COMPACT_NULLABLE_STRING (UNSIGNED_VARINT length + 1).
+    pub fn compact_nullable_string(&mut self) -> Result<Option<String>, Malformed> {
+        Ok(self.compact_nullable_str()?.map(str::to_owned))
+    }
+
     /// COMPACT_STRING.
     pub fn compact_string(&mut self) -> Result<String, Malformed> {
         self.compact_nullable_string()?
             .ok_or(Malformed("null compact string"))
+    }
+
+    /// NULLABLE_STRING or COMPACT_NULLABLE_STRING by flexibility, borrowed from the input.
+    pub fn any_nullable_str(&mut self, flexible: bool) -> Result<Option<&'a str>, Malformed> {
+        if flexible {
+            self.compact_nullable_str()
+        } else {
+            self.nullable_str()
+        }
+    }
+
+    /// STRING or COMPACT_STRING by flexibility, borrowed from the input.
+    pub fn any_str(&mut self, flexible: bool) -> Result<&'a str, Malformed> {
+        if flexible {
+            self.compact_nullable_str()?
+                .ok_or(Malformed("null compact string"))
+        } else {
+            self.nullable_str()?.ok_or(Malformed("null string"))
+        }
     }
 
     /// STRING or COMPACT_STRING by flexibility.

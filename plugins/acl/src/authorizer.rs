@@ -142,7 +142,7 @@ impl AclAuthorizer {
 
     /// The decision alone, without building the deciding rule: no allocation. Same result as
     /// [`Authorizer::authorize`] for this action.
-    pub fn decide(&self, context: &RequestContext, action: &Action) -> Decision {
+    pub fn decide(&self, context: &RequestContext<'_>, action: &Action<'_>) -> Decision {
         if self.is_super_user(&context.principal) {
             return Decision::Allowed;
         }
@@ -186,7 +186,7 @@ impl AclAuthorizer {
         })
     }
 
-    fn authorize_one(&self, index: &Index, client: &Client, action: &Action) -> Authorization {
+    fn authorize_one(&self, index: &Index, client: &Client, action: &Action<'_>) -> Authorization {
         if action.resource.pattern_type != PatternType::Literal {
             // Kafka throws IllegalArgumentException; the plugin API has no error here, so the
             // action is denied (callers only ever build LITERAL actions).
@@ -253,13 +253,11 @@ fn replay(records: Vec<MetadataRecord>) -> Result<BTreeSet<AclBinding>, AclAutho
     Ok(live)
 }
 
-fn audit(context: &RequestContext, action: &Action, authorization: &Authorization) {
-    let rule = match &authorization.rule {
-        DecidingRule::SuperUser => "SuperUser".to_owned(),
-        DecidingRule::MatchingAcl(binding) => format!("MatchingAcl(acl={binding})"),
-        DecidingRule::DefaultAllow => "DefaultAllow".to_owned(),
-        _ => "DefaultDeny".to_owned(),
-    };
+/// Kafka's audit line for one decision (`kafka.authorizer.logger`). Its fields are formatted only
+/// when a subscriber takes the event at that level: an allowed decision is logged at DEBUG, so
+/// at the default INFO level nothing is built for it.
+fn audit(context: &RequestContext<'_>, action: &Action<'_>, authorization: &Authorization) {
+    let rule = RuleDisplay(&authorization.rule);
     macro_rules! line {
         ($level:ident, $verdict:literal) => {
             tracing::$level!(
@@ -287,45 +285,74 @@ fn audit(context: &RequestContext, action: &Action, authorization: &Authorizatio
     }
 }
 
+/// The deciding rule as the audit line shows it (`MatchingAcl(acl=…)`), written straight into
+/// the subscriber's output instead of a `String` per decision.
+struct RuleDisplay<'a>(&'a DecidingRule);
+
+impl fmt::Display for RuleDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            DecidingRule::SuperUser => f.write_str("SuperUser"),
+            DecidingRule::MatchingAcl(binding) => write!(f, "MatchingAcl(acl={binding})"),
+            DecidingRule::DefaultAllow => f.write_str("DefaultAllow"),
+            _ => f.write_str("DefaultDeny"),
+        }
+    }
+}
+
 fn audit_enabled() -> bool {
     tracing::enabled!(target: AUDIT_TARGET, tracing::Level::INFO)
 }
 
 impl Authorizer for AclAuthorizer {
-    fn authorize(&self, context: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
+    fn authorize(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+    ) -> Vec<Authorization> {
+        let mut out = Vec::with_capacity(actions.len());
+        self.authorize_each(context, actions, &mut |_, authorization| {
+            out.push(authorization)
+        });
+        out
+    }
+
+    /// Allocation-free: one snapshot load and one client lookup for all actions; the deciding
+    /// ACL is shared (`Arc`), and the audit line is formatted only when it is logged.
+    fn authorize_each(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+        decided: &mut dyn FnMut(usize, Authorization),
+    ) {
         let auditing = audit_enabled();
         if self.is_super_user(&context.principal) {
-            return actions
-                .iter()
-                .map(|action| {
-                    let authorization = Authorization {
-                        decision: Decision::Allowed,
-                        rule: DecidingRule::SuperUser,
-                    };
-                    if auditing {
-                        audit(context, action, &authorization);
-                    }
-                    authorization
-                })
-                .collect();
-        }
-        let index = self.index.load();
-        let client = index.client(&context.principal, context.client_address);
-        actions
-            .iter()
-            .map(|action| {
-                let authorization = self.authorize_one(&index, &client, action);
+            for (i, action) in actions.iter().enumerate() {
+                let authorization = Authorization {
+                    decision: Decision::Allowed,
+                    rule: DecidingRule::SuperUser,
+                };
                 if auditing {
                     audit(context, action, &authorization);
                 }
-                authorization
-            })
-            .collect()
+                decided(i, authorization);
+            }
+            return;
+        }
+        let index = self.index.load();
+        let client = index.client(&context.principal, context.client_address);
+        for (i, action) in actions.iter().enumerate() {
+            let authorization = self.authorize_one(&index, &client, action);
+            if auditing {
+                audit(context, action, &authorization);
+            }
+            decided(i, authorization);
+        }
     }
 
     fn authorize_by_resource_type(
         &self,
-        context: &RequestContext,
+        context: &RequestContext<'_>,
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> Decision {

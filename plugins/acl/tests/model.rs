@@ -284,7 +284,7 @@ impl Model<'_> {
     }
 }
 
-fn context(ask: &Ask) -> RequestContext {
+fn context(ask: &Ask) -> RequestContext<'_> {
     RequestContext::new(
         Principal::parse(ask.principal).unwrap(),
         ask.client.parse().unwrap(),

@@ -32,7 +32,10 @@ impl OffsetCommitMerge {
 
 /// The `topics` array of OffsetCommit and TxnOffsetCommit: `[name, [partition_index,
 /// committed_offset, committed_leader_epoch (when `leader_epoch`), committed_metadata]]`.
-pub(crate) fn commit_topics(w: &mut Walk<'_>, leader_epoch: bool) -> Result<Topics, Malformed> {
+pub(crate) fn commit_topics<'a>(
+    w: &mut Walk<'a>,
+    leader_epoch: bool,
+) -> Result<Topics<'a>, Malformed> {
     wire::topic_array(w, |w| {
         let index = w.i32()?;
         let _offset = w.i64()?;

@@ -141,10 +141,14 @@ fn filter_topics<T: TopicErrors>(topics: &mut Vec<T>, all_topics: bool, chk: &mu
         topics.iter().map(T::topic),
         loud,
     );
+    // The answers borrow the topic names; settle each entry's fate before changing the list.
+    let keep: Vec<bool> = topics.iter().map(|t| ok.contains(t.topic())).collect();
+    drop(ok);
     if all_topics {
-        topics.retain(|t| ok.contains(t.topic()));
+        let mut kept = keep.iter();
+        topics.retain(|_| kept.next().copied().unwrap_or(false));
     } else {
-        for t in topics.iter_mut().filter(|t| !ok.contains(t.topic())) {
+        for (t, _) in topics.iter_mut().zip(&keep).filter(|(_, k)| !**k) {
             *t = T::denied(t.topic(), &t.partition_indexes(), TOPIC_DENIED);
         }
     }

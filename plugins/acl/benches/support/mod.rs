@@ -43,11 +43,11 @@ pub fn load(path: &Path) -> (AclAuthorizer, Vec<Case>) {
     (authorizer, corpus.cases)
 }
 
-pub fn context(case: &Case) -> RequestContext {
+pub fn context(case: &Case) -> RequestContext<'_> {
     RequestContext::new(case.principal.clone(), case.host, "PLAIN", 0, 9, 1)
 }
 
-pub fn action(case: &Case) -> Option<Action> {
+pub fn action(case: &Case) -> Option<Action<'_>> {
     match &case.kind {
         CaseKind::Authorize {
             operation,

@@ -73,7 +73,7 @@ pub fn deny(
     acl(rt, pt, name, principal, "*", op, PermissionType::Deny)
 }
 
-pub fn ctx(principal: &str, host: &str) -> RequestContext {
+pub fn ctx(principal: &str, host: &str) -> RequestContext<'static> {
     RequestContext::new(
         Principal::parse(principal).unwrap(),
         host.parse::<IpAddr>().unwrap(),

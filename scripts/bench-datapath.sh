@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# Portcullis' data-path benchmark: Kafka's own ProducerPerformance, ConsumerPerformance and
+# EndToEndLatency (org.apache.kafka.tools.*, Kafka 4.4 jars), straight against Kafka's SASL
+# listener and through Portcullis (without and with the `acl` authorizer), in interleaved rounds,
+# in one run, on one machine. Also `scripts/bench.sh --datapath`.
+#
+#   1. builds the release `portcullis` (or takes --portcullis-bin) and compiles
+#      benches/datapath/DatapathTool.java (topics, ACLs, the open-loop latency probe);
+#   2. starts one Kafka 4.4 (scripts/lib/kafka.sh) and one Portcullis per authorizer setting, in
+#      front of Kafka's PLAINTEXT listener; the `acl` node gets prefixed ACLs for the client user
+#      through its own CreateAcls (the user is a super user on Kafka, as Portcullis' upstream is);
+#   3. fills one topic for the consume case (straight to Kafka), then for every round, every case
+#      and every target (the target order rotates each round) runs the case and reads the CPU
+#      time of the Kafka JVM and of the Portcullis under test from /proc/PID/stat;
+#   4. prints per case the ratio Portcullis ÷ Kafka (min / median / max over rounds), the added
+#      latency, and the CPU seconds per GiB moved of each server; exits 1 if any run had an error.
+#
+# Cases (--cases, comma-separated; default all):
+#   consume   ConsumerPerformance, fresh group, reads --records records (fetch phase: fetch.MB.sec)
+#   produce   ProducerPerformance, --records records, for each --batch-sizes × --acks, into a fresh
+#             topic deleted afterwards
+#   latency   DatapathTool latency: open loop, --latency-rate records/s for --latency-seconds
+#             (after --latency-warmup s), producer acks=--latency-acks, end-to-end p50/p99 in µs
+#   e2e       EndToEndLatency (closed loop, --e2e-records records, acks=1): its average in ms
+#
+# Usage: scripts/bench-datapath.sh [options]
+#   --records N           records per produce / consume run (default 300000; the issue's
+#                         reference run is 2000000)
+#   --record-size B       bytes per record (default 1024)
+#   --rounds N            interleaved rounds (default 3)
+#   --batch-sizes LIST    producer batch.size values (default 16384,262144)
+#   --acks LIST           producer acks values (default 1,all)
+#   --partitions N        partitions of the produce and consume topics (default 1)
+#   --latency-rate R      records/s of the latency probe (default 1000)
+#   --latency-seconds S   measured seconds of the latency probe (default 15)
+#   --latency-warmup S    unmeasured seconds before them (default 5)
+#   --latency-acks A      producer acks of the latency probe (default 1)
+#   --e2e-records N       EndToEndLatency records (default 2000)
+#   --cases LIST          consume,produce,latency,e2e (default all)
+#   --authorizer WHICH    none | acl | both (default both): which Portcullis nodes to measure
+#   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
+#   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
+#                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
+#   --profile TOOL        perf | stat | strace: profile the Portcullis under test during its
+#                         runs (perf record -g / perf stat of CPU, context switches and
+#                         migrations / strace -c -f; results in the run directory's profiles/;
+#                         perf and strace slow Portcullis down, so ratios of such a run are not
+#                         figures)
+#   --keep                keep the run directory (configs, logs, JSON) even on success
+# Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=lib/common.sh
+source scripts/lib/common.sh
+# shellcheck source=lib/kafka-deps.sh
+source scripts/lib/kafka-deps.sh
+# shellcheck source=lib/kafka.sh
+source scripts/lib/kafka.sh
+# shellcheck source=lib/bench.sh
+source scripts/lib/bench.sh
+
+records=300000
+record_size=1024
+rounds=3
+batch_sizes=16384,262144
+acks_list=1,all
+partitions=1
+latency_rate=1000
+latency_seconds=15
+latency_warmup=5
+latency_acks=1
+e2e_records=2000
+cases=consume,produce,latency,e2e
+authorizer=both
+portcullis_bin=
+baseline_bin=
+profile=
+keep=0
+args=("$@")
+while (($#)); do
+  case "$1" in
+    --records) records=${2:?}; shift ;;
+    --record-size) record_size=${2:?}; shift ;;
+    --rounds) rounds=${2:?}; shift ;;
+    --batch-sizes) batch_sizes=${2:?}; shift ;;
+    --acks) acks_list=${2:?}; shift ;;
+    --partitions) partitions=${2:?}; shift ;;
+    --latency-rate) latency_rate=${2:?}; shift ;;
+    --latency-seconds) latency_seconds=${2:?}; shift ;;
+    --latency-warmup) latency_warmup=${2:?}; shift ;;
+    --latency-acks) latency_acks=${2:?}; shift ;;
+    --e2e-records) e2e_records=${2:?}; shift ;;
+    --cases) cases=${2:?}; shift ;;
+    --authorizer) authorizer=${2:?}; shift ;;
+    --portcullis-bin) portcullis_bin=${2:?}; shift ;;
+    --baseline-bin) baseline_bin=${2:?}; shift ;;
+    --profile) profile=${2:?}; shift ;;
+    --keep) keep=1 ;;
+    -h | --help) sed -n '2,/^# Environment/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+  shift
+done
+for n in records record_size rounds partitions latency_rate latency_seconds e2e_records; do
+  [[ ${!n} =~ ^[1-9][0-9]*$ ]] || die "--${n//_/-} must be a positive integer"
+done
+[[ $latency_warmup =~ ^[0-9]+$ ]] || die "--latency-warmup must be a non-negative integer"
+case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
+case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
+want_case() { [[ ",$cases," == *",$1,"* ]]; }
+
+RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-datapath.XXXXXX")
+TARGET_DIR=$(cargo_target_dir)
+declare -A PORTCULLIS_PIDS=() BOOTSTRAPS=()
+KAFKA_JAVA_PID=
+PROFILER_PID=
+
+cleanup() {
+  local rc=$?
+  [[ -n $PROFILER_PID ]] && kill -INT "$PROFILER_PID" 2>/dev/null && wait "$PROFILER_PID" 2>/dev/null
+  local name
+  for name in "${!PORTCULLIS_PIDS[@]}"; do
+    stop_pid "${PORTCULLIS_PIDS[$name]}" 15
+  done
+  kafka_stop
+  if [[ -n $KAFKA_JAVA_PID ]]; then
+    stop_pid "$KAFKA_JAVA_PID" 30
+  fi
+  if ((rc != 0)); then
+    kafka_dump_log 40
+    for name in "${!PORTCULLIS_PIDS[@]}"; do
+      [[ -f $RUN_DIR/$name/portcullis.log ]] && tail -n 40 "$RUN_DIR/$name/portcullis.log" >&2
+    done
+    log "run directory kept: $RUN_DIR"
+  elif ((keep)) || [[ -n $profile ]]; then
+    log "run directory kept: $RUN_DIR"
+  else
+    rm -rf "$RUN_DIR"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------------------------
+# 1. Binaries
+
+if [[ -z $portcullis_bin ]]; then
+  log "=== building the release binary"
+  cargo build --release -p portcullis-host --bin portcullis
+  portcullis_bin=$TARGET_DIR/release/portcullis
+fi
+[[ -x $portcullis_bin ]] || die "no portcullis binary at $portcullis_bin"
+portcullis_bin=$(cd "$(dirname "$portcullis_bin")" && pwd)/$(basename "$portcullis_bin")
+if [[ -n $baseline_bin ]]; then
+  [[ -x $baseline_bin ]] || die "no portcullis binary at $baseline_bin"
+  baseline_bin=$(cd "$(dirname "$baseline_bin")" && pwd)/$(basename "$baseline_bin")
+fi
+
+require_tools java javac python3
+ensure_kafka_deps
+TOOL_SRC=benches/datapath/DatapathTool.java
+tool_hash=$( (sha256sum "$TOOL_SRC"; ls "$KAFKA_LIB") | sha256sum | cut -c1-16)
+TOOL_CLASSES=$PORTCULLIS_CACHE/bench-java/$tool_hash
+if [[ ! -f $TOOL_CLASSES/.complete ]]; then
+  log "compiling $TOOL_SRC"
+  rm -rf "$TOOL_CLASSES.tmp$$" && mkdir -p "$TOOL_CLASSES.tmp$$"
+  javac -nowarn -cp "$KAFKA_LIB/*" -d "$TOOL_CLASSES.tmp$$" "$TOOL_SRC"
+  touch "$TOOL_CLASSES.tmp$$/.complete"
+  rm -rf "$TOOL_CLASSES" && mv "$TOOL_CLASSES.tmp$$" "$TOOL_CLASSES"
+fi
+if [[ $profile == perf || $profile == stat ]]; then require_tools perf; fi
+if [[ $profile == strace ]]; then require_tools strace; fi
+
+# ---------------------------------------------------------------------------------------------
+# 2. Kafka, client configs, Portcullis nodes
+
+kafka_start "$RUN_DIR/kafka"
+KAFKA_JAVA_PID=$(kafka_java_pid "$KAFKA_PID") || die "cannot find Kafka's JVM under pid $KAFKA_PID"
+
+# The client tools log WARN and above to stderr (kept per run; ERROR lines fail the run).
+cat >"$RUN_DIR/tools-log4j2.properties" <<'PROPS'
+status = error
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+PROPS
+sasl_config() { # FILE USER PASSWORD
+  cat >"$1" <<PROPS
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$2" password="$3";
+PROPS
+}
+CLIENT_CONFIG=$RUN_DIR/client.properties
+ADMIN_CONFIG=$RUN_DIR/admin.properties
+PLAIN_CONFIG=$RUN_DIR/plaintext.properties
+sasl_config "$CLIENT_CONFIG" "$KAFKA_SASL_USER" "$KAFKA_SASL_PASSWORD"
+sasl_config "$ADMIN_CONFIG" "$KAFKA_ADMIN_USER" "$KAFKA_ADMIN_PASSWORD"
+echo "security.protocol=PLAINTEXT" >"$PLAIN_CONFIG"
+
+JAVA_TOOL=(java -Xms256m -Xmx512m -XX:+UseG1GC "-Dlog4j2.configurationFile=$RUN_DIR/tools-log4j2.properties")
+tool() { "${JAVA_TOOL[@]}" -cp "$TOOL_CLASSES:$KAFKA_LIB/*" DatapathTool "$@"; }
+# Topics are managed straight on Kafka's PLAINTEXT listener (ANONYMOUS is a super user there).
+topic_create() { tool topic-create "$KAFKA_BOOTSTRAP" "$PLAIN_CONFIG" "$1" "$2" >/dev/null; }
+topic_delete() { tool topic-delete "$KAFKA_BOOTSTRAP" "$PLAIN_CONFIG" "$@" >/dev/null; }
+
+targets=(kafka)
+BOOTSTRAPS[kafka]=$KAFKA_SASL_BOOTSTRAP
+# start_nodes PREFIX BINARY: the Portcullis nodes of one build (without / with the authorizer).
+start_nodes() {
+  local prefix=$1 bin=$2
+  if [[ $authorizer == none || $authorizer == both ]]; then
+    bench_start_portcullis "$RUN_DIR/${prefix}portcullis" "$bin"
+    PORTCULLIS_PIDS[${prefix}portcullis]=$BENCH_PORTCULLIS_PID
+    BOOTSTRAPS[${prefix}portcullis]=$BENCH_PORTCULLIS_BOOTSTRAP
+    targets+=("${prefix}portcullis")
+  fi
+  if [[ $authorizer == acl || $authorizer == both ]]; then
+    bench_start_portcullis "$RUN_DIR/${prefix}portcullis-acl" "$bin" "
+[authorizer]
+plugin = \"acl\"
+super_users = [\"User:$KAFKA_ADMIN_USER\"]"
+    PORTCULLIS_PIDS[${prefix}portcullis-acl]=$BENCH_PORTCULLIS_PID
+    BOOTSTRAPS[${prefix}portcullis-acl]=$BENCH_PORTCULLIS_BOOTSTRAP
+    targets+=("${prefix}portcullis-acl")
+    # The client user gets what the cases need, through Portcullis' own ACL API: WRITE, READ
+    # and DESCRIBE on topics `dp-*`, READ on groups `dp-*` and `test-group-*`
+    # (EndToEndLatency's).
+    tool acls "$BENCH_PORTCULLIS_BOOTSTRAP" "$ADMIN_CONFIG" "User:$KAFKA_SASL_USER" dp- dp- test-group- ||
+      die "creating the benchmark ACLs through Portcullis failed"
+  fi
+}
+start_nodes "" "$portcullis_bin"
+[[ -n $baseline_bin ]] && start_nodes base- "$baseline_bin"
+
+binary_origin() {
+  local commit_file
+  commit_file=$(dirname "$1")/COMMIT
+  if [[ -f $commit_file ]]; then echo " (built from $(head -c 40 "$commit_file"))"; fi
+}
+machine_info() {
+  echo "date:      $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "checkout:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+  # A binary passed in may come from elsewhere: a COMMIT file next to it says what it was built from.
+  echo "binary:    $portcullis_bin$(binary_origin "$portcullis_bin")${baseline_bin:+ (targets portcullis*); baseline $baseline_bin$(binary_origin "$baseline_bin") (targets base-portcullis*)}"
+  echo "nproc:     $(nproc)"
+  echo "cpu:       $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "kernel:    $(uname -r)"
+  echo "java:      $(java -version 2>&1 | head -n1)"
+  echo "kafka:     $KAFKA_VERSION (KRaft, single node, num.network.threads=2, num.io.threads=4, heap ${KAFKA_HEAP_OPTS})"
+  echo "loadavg:   $(loadavg) (1/5/15 min, before the first run)"
+  echo "workload:  $records × $record_size B per produce/consume run, $partitions partition(s), batch.size {$batch_sizes} × acks {$acks_list}; latency probe $latency_rate/s for ${latency_seconds}s (+${latency_warmup}s warm-up, acks=$latency_acks); EndToEndLatency $e2e_records records"
+  echo "rounds:    $rounds (target order rotates each round); targets: ${targets[*]}"
+  echo "command:   scripts/bench-datapath.sh ${args[*]}"
+}
+mkdir -p "$RUN_DIR/results" "$RUN_DIR/logs" "$RUN_DIR/profiles"
+machine_info | tee "$RUN_DIR/machine.txt" >&2
+
+# ---------------------------------------------------------------------------------------------
+# 3. Runs
+
+# profile_start TARGET NAME / profile_stop: attach the profiler to the Portcullis under test.
+profile_start() {
+  local target=$1 name=$2 pid=${PORTCULLIS_PIDS[$1]:-}
+  [[ -n $profile && -n $pid ]] || return 0
+  case $profile in
+    perf) perf record -F 999 -g -p "$pid" -o "$RUN_DIR/profiles/$name.perf.data" >"$RUN_DIR/profiles/$name.perf.log" 2>&1 & ;;
+    stat) perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pid" \
+      -o "$RUN_DIR/profiles/$name.stat.txt" >"$RUN_DIR/profiles/$name.stat.log" 2>&1 & ;;
+    strace) strace -c -f -p "$pid" -o "$RUN_DIR/profiles/$name.strace.txt" 2>"$RUN_DIR/profiles/$name.strace.log" & ;;
+  esac
+  PROFILER_PID=$!
+  sleep 1
+}
+profile_stop() {
+  [[ -n $PROFILER_PID ]] || return 0
+  kill -INT "$PROFILER_PID" 2>/dev/null || true
+  wait "$PROFILER_PID" 2>/dev/null || true
+  PROFILER_PID=
+}
+
+# run_case CASE TARGET ROUND COMMAND...: runs COMMAND (output in logs/), records its exit code,
+# the CPU both servers spent and the load average, and parses the tool's output into
+# results/CASE-TARGET-ROUND.json.
+run_case() {
+  local case=$1 target=$2 round=$3
+  shift 3
+  local name=$case-$target-r$round rc=0 k0 k1 p0=0 p1=0 pid=${PORTCULLIS_PIDS[$target]:-}
+  local load_before
+  load_before=$(loadavg)
+  log "=== round $round: $case via $target"
+  profile_start "$target" "$name"
+  k0=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka is gone"
+  [[ -n $pid ]] && { p0=$(cpu_ticks "$pid") || die "Portcullis ($target) is gone"; }
+  local t0=$EPOCHREALTIME
+  "$@" >"$RUN_DIR/logs/$name.out" 2>"$RUN_DIR/logs/$name.err" || rc=$?
+  local t1=$EPOCHREALTIME
+  k1=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka died during $name"
+  [[ -n $pid ]] && { p1=$(cpu_ticks "$pid") || die "Portcullis ($target) died during $name"; }
+  profile_stop
+  python3 scripts/lib/datapath_report.py parse --case "$case" --target "$target" --round "$round" \
+    --rc "$rc" --out "$RUN_DIR/logs/$name.out" --err "$RUN_DIR/logs/$name.err" \
+    --kafka-cpu-ticks $((k1 - k0)) --portcullis-cpu-ticks $((p1 - p0)) --hz "$(getconf CLK_TCK)" \
+    --wall "$(python3 -c "print($t1 - $t0)")" --records "$records" --record-size "$record_size" \
+    --load-before "$load_before" --load-after "$(loadavg)" >"$RUN_DIR/results/$name.json" ||
+    log "warning: $name: could not parse the tool's output (counted as an error)"
+}
+
+perf_tool() { "${JAVA_TOOL[@]}" -cp "$KAFKA_LIB/*" "org.apache.kafka.tools.$1" "${@:2}"; }
+
+IFS=, read -r -a batch_list <<<"$batch_sizes"
+IFS=, read -r -a acks_values <<<"$acks_list"
+CONSUME_TOPIC=dp-consume
+LATENCY_TOPIC=dp-latency
+E2E_TOPIC=dp-e2e
+if want_case consume; then
+  log "=== filling $CONSUME_TOPIC with $records records (straight to Kafka)"
+  topic_create "$CONSUME_TOPIC" "$partitions"
+  perf_tool ProducerPerformance --topic "$CONSUME_TOPIC" --num-records "$records" \
+    --record-size "$record_size" --throughput -1 --bootstrap-server "$KAFKA_BOOTSTRAP" \
+    --command-config "$PLAIN_CONFIG" --command-property acks=1 batch.size=262144 linger.ms=20 \
+    >"$RUN_DIR/logs/fill.out" 2>"$RUN_DIR/logs/fill.err" ||
+    { cat "$RUN_DIR/logs/fill.err" >&2; die "filling $CONSUME_TOPIC failed"; }
+fi
+want_case latency && topic_create "$LATENCY_TOPIC" 1
+want_case e2e && topic_create "$E2E_TOPIC" 1
+
+for ((round = 1; round <= rounds; round++)); do
+  # Rotate the order so no target always runs first (cold caches) or last.
+  order=()
+  for ((i = 0; i < ${#targets[@]}; i++)); do
+    order+=("${targets[$(((i + round - 1) % ${#targets[@]}))]}")
+  done
+  if want_case consume; then
+    for target in "${order[@]}"; do
+      run_case consume "$target" "$round" perf_tool ConsumerPerformance \
+        --bootstrap-server "${BOOTSTRAPS[$target]}" --command-config "$CLIENT_CONFIG" \
+        --topic "$CONSUME_TOPIC" --num-records "$records" --group "dp-c-$target-$round-$$" \
+        --timeout 30000
+    done
+  fi
+  if want_case produce; then
+    for batch in "${batch_list[@]}"; do
+      for acks in "${acks_values[@]}"; do
+        for target in "${order[@]}"; do
+          topic="dp-p-$batch-$acks-$target-$round"
+          topic_create "$topic" "$partitions"
+          run_case "produce-b$batch-acks$acks" "$target" "$round" perf_tool ProducerPerformance \
+            --topic "$topic" --num-records "$records" --record-size "$record_size" \
+            --throughput -1 --bootstrap-server "${BOOTSTRAPS[$target]}" \
+            --command-config "$CLIENT_CONFIG" --command-property "acks=$acks" "batch.size=$batch"
+          # Keep the disk bounded: each run writes records × record size.
+          topic_delete "$topic"
+        done
+      done
+    done
+  fi
+  if want_case latency; then
+    for target in "${order[@]}"; do
+      run_case latency "$target" "$round" tool latency "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" \
+        "$LATENCY_TOPIC" "$latency_rate" "$latency_seconds" "$latency_warmup" "$record_size" \
+        "$latency_acks"
+    done
+  fi
+  if want_case e2e; then
+    for target in "${order[@]}"; do
+      run_case e2e "$target" "$round" perf_tool EndToEndLatency \
+        --bootstrap-server "${BOOTSTRAPS[$target]}" --topic "$E2E_TOPIC" \
+        --num-records "$e2e_records" --producer-acks 1 --record-size "$record_size" \
+        --command-config "$CLIENT_CONFIG"
+    done
+  fi
+done
+
+# ---------------------------------------------------------------------------------------------
+# 4. Report
+
+if [[ $profile == perf ]]; then
+  for data in "$RUN_DIR"/profiles/*.perf.data; do
+    [[ -f $data ]] || continue
+    {
+      perf report -i "$data" --no-children --sort dso -g none --stdio 2>/dev/null | grep -v '^#' | grep -v '^$'
+      echo
+      perf report -i "$data" --no-children --sort dso,symbol -g none --percent-limit 0.5 --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 60
+    } >"${data%.data}.txt" || true
+  done
+fi
+python3 scripts/lib/datapath_report.py report "$RUN_DIR" | tee "$RUN_DIR/results.md"
+mkdir -p "$TARGET_DIR/bench"
+saved=$TARGET_DIR/bench/datapath-$(date -u +%Y%m%dT%H%M%SZ).md
+cp "$RUN_DIR/results.md" "$saved"
+log "results saved to $saved"
+python3 scripts/lib/datapath_report.py check "$RUN_DIR" || die "some runs had errors (see above)"

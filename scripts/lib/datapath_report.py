@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Parses the outputs of scripts/bench-datapath.sh runs and prints its report.
+
+  datapath_report.py parse --case C --target T --round R --rc N --out F --err F ...  > run.json
+  datapath_report.py report RUN_DIR      # markdown on stdout
+  datapath_report.py check RUN_DIR       # exit 1 if any run had an error
+
+A run has an error when the tool exited non-zero, printed an ERROR log line or an exception,
+moved fewer records than asked, or (latency probe) lost or failed a record.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+GIB = 1 << 30
+# The Kafka side: the SASL listener straight; every other target is a Portcullis node.
+REFERENCE = "kafka"
+
+
+def error_lines(text):
+    out = []
+    for line in text.splitlines():
+        if re.search(r"\bERROR\b", line) or re.search(r"[A-Za-z]+Exception\b", line):
+            out.append(line.strip()[:300])
+    return out
+
+
+def parse_consume(out, records):
+    lines = [l for l in out.splitlines() if l.strip()]
+    header = next((l for l in lines if l.startswith("start.time")), None)
+    if header is None:
+        raise ValueError("no ConsumerPerformance header")
+    names = [h.strip() for h in header.split(",")]
+    data = lines[lines.index(header) + 1]
+    values = dict(zip(names, (v.strip() for v in data.split(","))))
+    consumed = int(float(values["data.consumed.in.nMsg"]))
+    metrics = {
+        "mb_per_s": float(values["fetch.MB.sec"]),
+        "msg_per_s": float(values["fetch.nMsg.sec"]),
+        "records": consumed,
+        "rebalance_ms": float(values["rebalance.time.ms"]),
+        "fetch_ms": float(values["fetch.time.ms"]),
+    }
+    errors = [] if consumed == records else [f"consumed {consumed} of {records} records"]
+    return metrics, errors
+
+
+PRODUCE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
+
+
+def parse_produce(out, records):
+    found = PRODUCE.findall(out)
+    if not found:
+        raise ValueError("no ProducerPerformance summary")
+    sent, rps, mbps, avg, mx, p50, p95, p99, p999 = found[-1]
+    metrics = {
+        "mb_per_s": float(mbps),
+        "msg_per_s": float(rps),
+        "records": int(sent),
+        "latency_avg_ms": float(avg),
+        "latency_p50_ms": int(p50),
+        "latency_p99_ms": int(p99),
+    }
+    errors = [] if int(sent) == records else [f"sent {sent} of {records} records"]
+    return metrics, errors
+
+
+def parse_latency(out):
+    line = next((l for l in out.splitlines() if l.startswith("{")), None)
+    if line is None:
+        raise ValueError("no latency JSON")
+    r = json.loads(line)
+    errors = []
+    if not r["ok"]:
+        errors.append(
+            f"latency probe: {r['missing']} missing, {r['send_errors']} send errors"
+            + (f", {r['error']}" if "error" in r else "")
+        )
+    metrics = {
+        "p50_us": r["e2e_us"]["p50"],
+        "p99_us": r["e2e_us"]["p99"],
+        "p999_us": r["e2e_us"]["p999"],
+        "max_us": r["e2e_us"]["max"],
+        "ack_p50_us": r["ack_us"]["p50"],
+        "ack_p99_us": r["ack_us"]["p99"],
+        "late_sends": r["late_sends"],
+        "measured": r["measured"],
+        "duplicates": r["duplicates"],
+    }
+    return metrics, errors
+
+
+def parse_e2e(out):
+    avg = re.search(r"Avg latency: ([\d.]+) ms", out)
+    pct = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
+    if not avg or not pct:
+        raise ValueError("no EndToEndLatency summary")
+    return {
+        "avg_ms": float(avg.group(1)),
+        "p50_ms": int(pct.group(1)),
+        "p99_ms": int(pct.group(2)),
+        "p999_ms": int(pct.group(3)),
+    }, []
+
+
+def cmd_parse(a):
+    out = open(a.out, errors="replace").read()
+    err = open(a.err, errors="replace").read()
+    errors = []
+    if a.rc != 0:
+        errors.append(f"exit code {a.rc}")
+    errors += error_lines(out + "\n" + err)[:5]
+    metrics = {}
+    try:
+        if a.case == "consume":
+            metrics, e = parse_consume(out, a.records)
+        elif a.case.startswith("produce"):
+            metrics, e = parse_produce(out, a.records)
+        elif a.case == "latency":
+            metrics, e = parse_latency(out)
+        elif a.case == "e2e":
+            metrics, e = parse_e2e(out)
+        else:
+            raise ValueError(f"unknown case {a.case}")
+        errors += e
+    except (ValueError, KeyError, IndexError) as e:
+        errors.append(f"cannot parse the output: {e}")
+    moved = a.records * a.record_size if a.case == "consume" or a.case.startswith("produce") else 0
+    result = {
+        "case": a.case,
+        "target": a.target,
+        "round": a.round,
+        "metrics": metrics,
+        "errors": errors,
+        "kafka_cpu_s": a.kafka_cpu_ticks / a.hz,
+        "portcullis_cpu_s": a.portcullis_cpu_ticks / a.hz,
+        "bytes_moved": moved,
+        "wall_s": a.wall,
+        "load_before": a.load_before,
+        "load_after": a.load_after,
+    }
+    json.dump(result, sys.stdout, indent=2)
+    print()
+
+
+def load(run):
+    return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(run, "results", "*.json")))]
+
+
+def spread(values, fmt="{:.2f}"):
+    if not values:
+        return "-"
+    values = sorted(values)
+    return " / ".join(fmt.format(v) for v in (values[0], statistics.median(values), values[-1]))
+
+
+def med(values, fmt="{:.2f}"):
+    return fmt.format(statistics.median(values)) if values else "-"
+
+
+def load_range(rows):
+    ones = [float(r["load_before"].split()[0]) for r in rows]
+    return f"{min(ones):.1f}–{max(ones):.1f}" if ones else "-"
+
+
+def cmd_report(a):
+    rows = load(a.run)
+    print("## Machine and run\n\n```")
+    print(open(os.path.join(a.run, "machine.txt")).read().rstrip())
+    print("```\n")
+    targets = []
+    for r in rows:
+        if r["target"] not in targets:
+            targets.append(r["target"])
+    targets.sort(key=lambda t: (t != REFERENCE, t))
+    by = {}
+    for r in rows:
+        by.setdefault(r["case"], {}).setdefault(r["target"], {})[r["round"]] = r
+
+    def ok(r):
+        return r is not None and not r["errors"] and r["metrics"]
+
+    throughput = sorted(c for c in by if c == "consume" or c.startswith("produce"))
+    if throughput:
+        print("## Throughput: Portcullis ÷ Kafka, same run\n")
+        print("Ratios are per round (the target's MB/s over Kafka's in the same round), shown as "
+              "min / median / max. CPU is seconds per GiB of record payload moved, median over rounds; "
+              "\"Kafka CPU\" is the broker JVM during that target's run.\n")
+        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | load (1 min) |")
+        print("|---|---|---:|---|---:|---:|---|")
+        for case in throughput:
+            ref = by[case].get(REFERENCE, {})
+            for target in targets:
+                runs = by[case].get(target, {})
+                good = [r for r in runs.values() if ok(r)]
+                mbps = [r["metrics"]["mb_per_s"] for r in good]
+                ratios = [
+                    r["metrics"]["mb_per_s"] / ref[n]["metrics"]["mb_per_s"]
+                    for n, r in runs.items()
+                    if ok(r) and ok(ref.get(n)) and ref[n]["metrics"]["mb_per_s"] > 0
+                ]
+                kcpu = [r["kafka_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                pcpu = [r["portcullis_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                print(f"| {case} | {target} | {med(mbps, '{:.1f}')} | "
+                      f"{'—' if target == REFERENCE else spread(ratios)} | {med(kcpu)} | "
+                      f"{'—' if target == REFERENCE else med(pcpu)} | {load_range(list(runs.values()))} |")
+        print()
+
+    if "latency" in by:
+        print("## Added latency at a fixed rate (open-loop probe, end to end, same run)\n")
+        print("Per round: the target's percentile minus Kafka's in the same round, in ms, shown as "
+              "min / median / max. Absolute values are medians over rounds, in µs.\n")
+        print("| target | p50 µs | p99 µs | p99.9 µs | ack p50 µs | added p50 ms | added p99 ms | load (1 min) |")
+        print("|---|---:|---:|---:|---:|---|---|---|")
+        ref = by["latency"].get(REFERENCE, {})
+        for target in targets:
+            runs = by["latency"].get(target, {})
+            good = [r for r in runs.values() if ok(r)]
+            m = lambda k: med([r["metrics"][k] for r in good], "{:.0f}")
+            added = lambda k: spread([
+                (r["metrics"][k] - ref[n]["metrics"][k]) / 1000
+                for n, r in runs.items() if ok(r) and ok(ref.get(n))
+            ], "{:+.3f}")
+            print(f"| {target} | {m('p50_us')} | {m('p99_us')} | {m('p999_us')} | {m('ack_p50_us')} | "
+                  f"{'—' if target == REFERENCE else added('p50_us')} | "
+                  f"{'—' if target == REFERENCE else added('p99_us')} | {load_range(list(runs.values()))} |")
+        print()
+
+    if "e2e" in by:
+        print("## EndToEndLatency (Kafka's tool: closed loop, one record at a time, acks=1)\n")
+        print("Its percentiles are whole milliseconds; the average has four decimals.\n")
+        print("| target | avg ms (median) | p50 / p99 / p99.9 ms (median) | added avg ms min / median / max |")
+        print("|---|---:|---|---|")
+        ref = by["e2e"].get(REFERENCE, {})
+        for target in targets:
+            runs = by["e2e"].get(target, {})
+            good = [r for r in runs.values() if ok(r)]
+            pcts = " / ".join(med([r["metrics"][k] for r in good], "{:.0f}") for k in ("p50_ms", "p99_ms", "p999_ms"))
+            added = spread([
+                r["metrics"]["avg_ms"] - ref[n]["metrics"]["avg_ms"]
+                for n, r in runs.items() if ok(r) and ok(ref.get(n))
+            ], "{:+.3f}")
+            print(f"| {target} | {med([r['metrics']['avg_ms'] for r in good], '{:.3f}')} | {pcts} | "
+                  f"{'—' if target == REFERENCE else added} |")
+        print()
+
+    print("## Every run\n")
+    print("| case | round | target | result | Kafka CPU s | Portcullis CPU s | wall s | load before |")
+    print("|---|---:|---|---|---:|---:|---:|---|")
+    for r in sorted(rows, key=lambda r: (r["case"], r["round"], r["target"])):
+        m = r["metrics"]
+        if r["case"] == "latency" and m:
+            res = f"p50 {m['p50_us']:.0f} µs, p99 {m['p99_us']:.0f} µs"
+        elif r["case"] == "e2e" and m:
+            res = f"avg {m['avg_ms']:.3f} ms"
+        elif m:
+            res = f"{m['mb_per_s']:.1f} MB/s"
+        else:
+            res = "-"
+        if r["errors"]:
+            res += " **ERROR**"
+        print(f"| {r['case']} | {r['round']} | {r['target']} | {res} | {r['kafka_cpu_s']:.2f} | "
+              f"{r['portcullis_cpu_s']:.2f} | {r['wall_s']:.1f} | {r['load_before']} |")
+    print()
+    bad = [r for r in rows if r["errors"]]
+    if bad:
+        print("## Errors\n")
+        for r in bad:
+            print(f"- {r['case']} round {r['round']} {r['target']}: " + "; ".join(r["errors"]))
+        print()
+
+
+def cmd_check(a):
+    bad = [r for r in load(a.run) if r["errors"]]
+    expected = len(glob.glob(os.path.join(a.run, "logs", "*.out"))) - (
+        1 if os.path.exists(os.path.join(a.run, "logs", "fill.out")) else 0)
+    if len(load(a.run)) != expected:
+        print(f"{expected - len(load(a.run))} run(s) without a result", file=sys.stderr)
+        return 1
+    return 1 if bad else 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("parse")
+    s.add_argument("--case", required=True)
+    s.add_argument("--target", required=True)
+    s.add_argument("--round", type=int, required=True)
+    s.add_argument("--rc", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--err", required=True)
+    s.add_argument("--kafka-cpu-ticks", type=int, required=True)
+    s.add_argument("--portcullis-cpu-ticks", type=int, required=True)
+    s.add_argument("--hz", type=int, required=True)
+    s.add_argument("--wall", type=float, required=True)
+    s.add_argument("--records", type=int, required=True)
+    s.add_argument("--record-size", type=int, required=True)
+    s.add_argument("--load-before", required=True)
+    s.add_argument("--load-after", required=True)
+    for name in ("report", "check"):
+        s = sub.add_parser(name)
+        s.add_argument("run")
+    a = p.parse_args()
+    if a.cmd == "parse":
+        cmd_parse(a)
+        return 0
+    if a.cmd == "report":
+        cmd_report(a)
+        return 0
+    return cmd_check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
