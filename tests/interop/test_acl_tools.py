@@ -192,7 +192,8 @@ def test_admin_client_creates_describes_with_filters_and_deletes(kafka_env, endp
     prefix = unique("acladmin") + "-"
     who = f"User:{unique('admin-user')}"
     r = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", *log4j_args(), "-cp",
-                        java_classpath(kafka_env, classes), "AclAdmin", str(props), prefix, who],
+                        java_classpath(kafka_env, classes), "AclAdmin", str(props), prefix, who,
+                        *(["eventual"] if name == "kafka" else [])],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, f"[{name}] AclAdmin failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     steps = {s["step"]: s["acls"] for s in map(json.loads, r.stdout.splitlines())}

@@ -1,6 +1,11 @@
 // The Java AdminClient's ACL calls against one endpoint, for tests/interop/test_acl_tools.py:
 //
-//   java AclAdmin <client.properties> <topic-prefix> <principal>
+//   java AclAdmin <client.properties> <topic-prefix> <principal> [eventual]
+//
+// `eventual` is for Kafka itself: its brokers answer DescribeAcls from their metadata image, which
+// catches up with the controller after CreateAcls/DeleteAcls return, so after each write the program
+// waits (up to 10 s) until the write is visible before reading. Portcullis is run without it: it
+// answers a write only once its own view has applied it, so reads right after must already see it.
 //
 // As the client of the properties (an admin), it creates bindings for <principal> (a PREFIXED topic
 // ALLOW, a LITERAL topic DENY with a host, USER-resource CREATE_TOKENS/DESCRIBE_TOKENS on User:alice,
@@ -30,8 +35,8 @@ public final class AclAdmin {
     static final long TIMEOUT_S = 15;
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 3) {
-            System.err.println("usage: AclAdmin <client.properties> <topic-prefix> <principal>");
+        if (args.length < 3 || args.length > 4 || (args.length == 4 && !args[3].equals("eventual"))) {
+            System.err.println("usage: AclAdmin <client.properties> <topic-prefix> <principal> [eventual]");
             System.exit(2);
         }
         Properties props = new Properties();
@@ -42,6 +47,7 @@ public final class AclAdmin {
         props.put("default.api.timeout.ms", "15000");
         String prefix = args[1];
         String principal = args[2];
+        boolean eventual = args.length == 4;
         try (Admin admin = Admin.create(props)) {
             List<AclBinding> bindings = List.of(
                     binding(ResourceType.TOPIC, prefix, PatternType.PREFIXED, principal, "*", AclOperation.READ, AclPermissionType.ALLOW),
@@ -52,6 +58,8 @@ public final class AclAdmin {
                     binding(ResourceType.GROUP, prefix + "group", PatternType.PREFIXED, principal, "*", AclOperation.READ, AclPermissionType.ALLOW));
             admin.createAcls(bindings).all().get(TIMEOUT_S, TimeUnit.SECONDS);
             AccessControlEntryFilter byPrincipal = new AccessControlEntryFilter(principal, null, AclOperation.ANY, AclPermissionType.ANY);
+            AclBindingFilter allOfPrincipal = new AclBindingFilter(ResourcePatternFilter.ANY, byPrincipal);
+            if (eventual) awaitVisible(admin, allOfPrincipal, bindings.size());
 
             print("by-principal", describe(admin, new AclBindingFilter(ResourcePatternFilter.ANY, byPrincipal)));
             print("user-resource", describe(admin, new AclBindingFilter(
@@ -70,11 +78,13 @@ public final class AclAdmin {
                             new AccessControlEntryFilter(principal, "127.0.0.1", AclOperation.ANY, AclPermissionType.ANY))))
                     .all().get(TIMEOUT_S, TimeUnit.SECONDS);
             print("deleted", deleted);
+            if (eventual) awaitVisible(admin, allOfPrincipal, bindings.size() - deleted.size());
             print("after-delete", describe(admin, new AclBindingFilter(ResourcePatternFilter.ANY, byPrincipal)));
 
             Collection<AclBinding> rest = admin.deleteAcls(List.of(new AclBindingFilter(ResourcePatternFilter.ANY, byPrincipal)))
                     .all().get(TIMEOUT_S, TimeUnit.SECONDS);
             print("deleted-rest", rest);
+            if (eventual) awaitVisible(admin, allOfPrincipal, 0);
             print("empty", describe(admin, new AclBindingFilter(ResourcePatternFilter.ANY, byPrincipal)));
         }
     }
@@ -86,6 +96,17 @@ public final class AclAdmin {
 
     static Collection<AclBinding> describe(Admin admin, AclBindingFilter filter) throws Exception {
         return admin.describeAcls(filter).values().get(TIMEOUT_S, TimeUnit.SECONDS);
+    }
+
+    /** Waits until `filter` matches `count` bindings (Kafka's brokers apply ACL changes asynchronously). */
+    static void awaitVisible(Admin admin, AclBindingFilter filter, int count) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (describe(admin, filter).size() != count) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("ACL change not visible after 10 s (expected " + count + " bindings)");
+            }
+            Thread.sleep(50);
+        }
     }
 
     static void print(String step, Collection<AclBinding> acls) {
