@@ -13,7 +13,7 @@ use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, Scr
 use portcullis::events::EventBus;
 use portcullis::registry::Services;
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
-use portcullis_plugin_stores::{load_credentials, FileMetadataStore};
+use portcullis_plugin_stores::{credentials_from, load_credentials, FileMetadataStore};
 
 use crate::config::{self, Config, SecurityProtocol};
 use crate::node::{self, Assembly, Node};
@@ -381,12 +381,14 @@ fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Re
     Ok(())
 }
 
-/// `scram list`: one line per (user, mechanism), sorted.
+/// `scram list`: one line per (user, mechanism), sorted. Reads the store without locking or
+/// writing it, so it also works while a node runs.
 fn scram_list(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
-    let store = open_store(&config)?;
+    let log = FileMetadataStore::read_only(&config.node.data_dir)
+        .context("cannot read the metadata store")?;
     let creds = InMemoryCredentials::new();
-    load_credentials(&store, &creds).context("cannot read the metadata store")?;
+    creds.replace_all(credentials_from(log.records.iter().map(|r| &r.record)));
     let mut users = creds.users();
     if users.is_empty() {
         writeln!(out, "no SCRAM credentials")?;

@@ -182,12 +182,19 @@ impl Node {
         // Records appended while the node runs (by the credential APIs) reach the view at once.
         let view = Arc::clone(&credentials);
         let bus = events.clone();
-        store.add_listener(Box::new(move |record| {
-            apply_record(&view, record);
-            if let Some(event) = credential_event(record) {
-                bus.publish(event);
-            }
-        }));
+        store
+            .subscribe(
+                u64::MAX,
+                Box::new(move |records| {
+                    for stored in records {
+                        apply_record(&view, &stored.record);
+                        if let Some(event) = credential_event(&stored.record) {
+                            bus.publish(event);
+                        }
+                    }
+                }),
+            )
+            .map_err(NodeError::Store)?;
 
         let services = Services::new(
             Arc::clone(&credentials) as Arc<dyn CredentialView>,

@@ -408,3 +408,54 @@ fn scram_add_refuses_a_locked_store_and_an_empty_password() {
     );
     drop(held);
 }
+
+#[test]
+fn scram_list_never_writes_and_works_while_a_node_holds_the_store() {
+    let s = Setup::new();
+    let config = path(&s.config);
+    let o = run(
+        &[
+            "scram",
+            "add",
+            "--config",
+            config,
+            "--user",
+            "alice",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--password-stdin",
+        ],
+        &[],
+        "alice-secret\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The remains of a write a crash interrupted: only a node opening the store for writing may
+    // cut them off (and it saves them first).
+    let log = s.data_dir().join("metadata.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(b"\x00\x00\x00\x40torn write");
+    std::fs::write(&log, &bytes).unwrap();
+    let listing = |expect_user: &str| {
+        let o = run(&["scram", "list", "--config", config], &[], "");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains(expect_user), "{}", stdout(&o));
+    };
+    listing("alice");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        bytes,
+        "scram list changed the log"
+    );
+    let entries: Vec<String> = std::fs::read_dir(s.data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !entries.iter().any(|e| e.contains("dropped")),
+        "scram list saved bytes aside: {entries:?}"
+    );
+    // While a node holds the lock, listing still works.
+    let held = portcullis_plugin_stores::FileMetadataStore::open(s.data_dir()).unwrap();
+    listing("alice");
+    drop(held);
+}
