@@ -163,6 +163,15 @@ impl InMemoryCredentials {
             next
         });
     }
+    /// Changes many credentials in one swap: `change` edits a copy of the map. Use it for batches
+    /// (one copy per batch instead of one per credential).
+    pub fn update(&self, change: impl Fn(&mut HashMap<(String, ScramMechanism), ScramCredential>)) {
+        self.users.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            change(&mut next);
+            next
+        });
+    }
     /// Removes one credential; returns whether it existed.
     pub fn remove(&self, user: &str, mechanism: ScramMechanism) -> bool {
         let mut existed = false;

@@ -18,6 +18,8 @@
 use crate::acl::AclBinding;
 use crate::credentials::{ScramCredential, ScramMechanism};
 
+pub mod memory;
+
 /// One security record.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type")]

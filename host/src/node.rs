@@ -12,7 +12,7 @@ use std::sync::Arc;
 use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens};
-use portcullis::events::{Event, EventBus};
+use portcullis::events::EventBus;
 use portcullis::forwarding::ForwardingPolicy;
 use portcullis::local::acls::AclApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
@@ -25,8 +25,8 @@ use portcullis::registry::AuthorizerSettings;
 use portcullis::registry::{self, ForwardingSettings, Services};
 use portcullis::sasl::SaslMechanism;
 use portcullis::store::MetadataStore;
-use portcullis::store::{MetadataRecord, StoreError};
-use portcullis_plugin_stores::{apply_record, load_credentials, FileMetadataStore};
+use portcullis::store::StoreError;
+use portcullis_plugin_stores::FileMetadataStore;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
 // linked into the binary even where nothing else in the host uses it.
@@ -37,6 +37,7 @@ use portcullis_plugin_scram as _;
 
 use crate::config::{Config, PluginsConfig, SecurityProtocol};
 use crate::plugin_loader::{config_to_text, load_plugin_dir, PluginLoadReport};
+use crate::store_writer::StoreWriter;
 
 /// Everything a running node needs, built once at start.
 pub struct Node {
@@ -44,6 +45,8 @@ pub struct Node {
     pub config: Config,
     /// The embedded metadata store (holds the data directory's lock).
     pub store: Arc<FileMetadataStore>,
+    /// Appends to the store off the request path, group-committed.
+    pub writer: StoreWriter,
     /// Every user's SCRAM credentials, kept up to date from the store.
     pub credentials: Arc<InMemoryCredentials>,
     /// The node's event bus.
@@ -174,26 +177,14 @@ impl Node {
     /// # Errors
     /// [`NodeError`]; a locked or corrupt store refuses the start.
     pub fn build(config: Config) -> Result<Node, NodeError> {
-        let store = FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?;
+        let store =
+            Arc::new(FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?);
         let credentials = Arc::new(InMemoryCredentials::new());
-        load_credentials(&store, &credentials).map_err(NodeError::Store)?;
         let events = EventBus::new();
-
-        // Records appended while the node runs (by the credential APIs) reach the view at once.
-        let view = Arc::clone(&credentials);
-        let bus = events.clone();
-        store
-            .subscribe(
-                u64::MAX,
-                Box::new(move |records| {
-                    for stored in records {
-                        apply_record(&view, &stored.record);
-                        if let Some(event) = credential_event(&stored.record) {
-                            bus.publish(event);
-                        }
-                    }
-                }),
-            )
+        // The node's state is what it has applied from the log: replayed now, then followed, so
+        // every write (through the store writer, or offline before the start) reaches the views
+        // the same way.
+        crate::views::follow(store.as_ref(), Arc::clone(&credentials), events.clone())
             .map_err(NodeError::Store)?;
 
         let services = Services::new(
@@ -202,9 +193,16 @@ impl Node {
             events.clone(),
         );
         let assembly = assemble(&config, &services)?;
-        let store = Arc::new(store);
         let authorizer = build_authorizer(&config, &store, &events)?;
-        let local_handlers = local_handlers(&store, &credentials, authorizer.clone());
+        let local_handlers = local_handlers(&credentials, authorizer.clone());
+        // Every view has replayed the log: the records kept from opening it are not needed.
+        store.release_startup_cache();
+        let writer = StoreWriter::start(Arc::clone(&store)).map_err(|e| {
+            NodeError::Store(portcullis::store::StoreError::Io {
+                path: store.path().display().to_string(),
+                source: e,
+            })
+        })?;
 
         // A credential removed or changed closes the sessions that used it, at once.
         let sessions = ReauthScheduler::new();
@@ -233,6 +231,7 @@ impl Node {
         Ok(Node {
             config,
             store,
+            writer,
             credentials,
             events,
             mechanisms: assembly.mechanisms,
@@ -291,32 +290,16 @@ fn build_authorizer(
 
 /// The locally served security APIs: ACLs and SCRAM credentials.
 fn local_handlers(
-    store: &Arc<FileMetadataStore>,
     credentials: &Arc<InMemoryCredentials>,
     authorizer: Option<Arc<dyn Authorizer>>,
 ) -> Vec<Arc<dyn LocalHandler>> {
-    let admin = Arc::new(crate::services::StoreCredentialAdmin::new(
-        Arc::clone(store),
-        Arc::clone(credentials),
-    ));
+    let admin = Arc::new(crate::services::StoreCredentialAdmin::new(Arc::clone(
+        credentials,
+    )));
     let mut handlers: Vec<Arc<dyn LocalHandler>> =
         AclApis::handlers(authorizer.clone()).into_iter().collect();
     handlers.extend(ScramCredentialsApi::handlers(admin, authorizer));
     handlers
-}
-
-fn credential_event(record: &MetadataRecord) -> Option<Event> {
-    let (user, mechanism) = match record {
-        MetadataRecord::ScramCredential {
-            user, mechanism, ..
-        }
-        | MetadataRecord::RemoveScramCredential { user, mechanism } => (user, mechanism),
-        _ => return None,
-    };
-    Some(Event::CredentialChanged {
-        user: user.clone(),
-        mechanism: mechanism.mechanism_name().to_owned(),
-    })
 }
 
 /// Builds the mechanisms, policy and upstream login for `config` with `services`, loading the

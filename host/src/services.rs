@@ -14,21 +14,20 @@ use portcullis::credentials::InMemoryCredentials;
 use portcullis::credentials::ScramMechanism;
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
 use portcullis::metrics::SecurityMetrics;
-use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::store::MetadataRecord;
 use portcullis_plugin_scram::credential_from_salted_password;
-use portcullis_plugin_stores::FileMetadataStore;
 
-/// KIP-554 changes applied to the metadata store. The store's listener (see `node.rs`) updates the
-/// in-memory credentials and publishes `CredentialChanged`, which revokes affected sessions.
+/// KIP-554 changes turned into metadata records. The handler persists them through the store
+/// writer; the node's view of the log (see `node.rs`) updates the in-memory credentials and
+/// publishes `CredentialChanged`, which revokes the sessions that used a changed credential.
 pub struct StoreCredentialAdmin {
-    store: Arc<FileMetadataStore>,
     credentials: Arc<InMemoryCredentials>,
 }
 
 impl StoreCredentialAdmin {
-    /// Creates the admin service.
-    pub fn new(store: Arc<FileMetadataStore>, credentials: Arc<InMemoryCredentials>) -> Self {
-        Self { store, credentials }
+    /// Creates the admin service over the node's credential view.
+    pub fn new(credentials: Arc<InMemoryCredentials>) -> Self {
+        Self { credentials }
     }
 }
 
@@ -39,8 +38,8 @@ impl CredentialAdmin for StoreCredentialAdmin {
         users
     }
 
-    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
-        let records: Vec<MetadataRecord> = changes
+    fn records(&self, changes: &[CredentialChange]) -> Vec<MetadataRecord> {
+        changes
             .iter()
             .filter_map(|change| match change {
                 CredentialChange::Upsert {
@@ -67,11 +66,7 @@ impl CredentialAdmin for StoreCredentialAdmin {
                 }
                 _ => None,
             })
-            .collect();
-        self.store
-            .append(&records)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .collect()
     }
 }
 

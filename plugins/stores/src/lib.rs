@@ -56,4 +56,4 @@ pub use file_store::{
     DROPPED_FILE_PREFIX, LOCK_FILE_NAME, LOG_FILE_NAME,
 };
 pub use format::MAX_BATCH_BYTES;
-pub use replay::{apply_record, credentials_from, load_credentials};
+pub use replay::{apply_record, apply_records, credentials_from, load_credentials};

@@ -59,6 +59,38 @@ pub fn apply_record(creds: &InMemoryCredentials, record: &MetadataRecord) {
     }
 }
 
+/// Applies a batch of records to `creds` in one swap (what a subscription should call: applying
+/// record by record copies the whole view once per record).
+pub fn apply_records<'a>(
+    creds: &InMemoryCredentials,
+    records: impl IntoIterator<Item = &'a MetadataRecord> + Clone,
+) {
+    let touches = records
+        .clone()
+        .into_iter()
+        .any(|r| !matches!(CredentialChange::of(r), CredentialChange::None));
+    if !touches {
+        return;
+    }
+    creds.update(|users| {
+        for record in records.clone() {
+            match CredentialChange::of(record) {
+                CredentialChange::Set {
+                    user,
+                    mechanism,
+                    credential,
+                } => {
+                    users.insert((user.to_owned(), mechanism), credential.clone());
+                }
+                CredentialChange::Remove { user, mechanism } => {
+                    users.remove(&(user.to_owned(), mechanism));
+                }
+                CredentialChange::None => {}
+            }
+        }
+    });
+}
+
 /// Replays every record of `store` and replaces the contents of `creds` with the result, in one
 /// atomic swap: readers see either the old view or the complete new one, and credentials that
 /// are not in the log do not survive. Returns the number of records replayed.

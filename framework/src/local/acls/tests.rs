@@ -120,8 +120,10 @@ fn call<T: Encodable, R: Decodable>(
         body: &buf,
         session: &session,
         client_address: IpAddr::from([127, 0, 0, 1]),
+        listener: "test",
+        now_ms: 0,
     };
-    let LocalResponse::Respond(frame) = handler.handle(&request) else {
+    let Effect::Respond(frame) = handler.handle(&request) else {
         panic!("closed")
     };
     let mut frame: Bytes = frame;
@@ -307,7 +309,9 @@ fn unknown_elements_and_garbage() {
             body,
             session: &session,
             client_address: IpAddr::from([127, 0, 0, 1]),
+            listener: "test",
+            now_ms: 0,
         };
-        assert!(matches!(create.handle(&request), LocalResponse::Close(_)));
+        assert!(matches!(create.handle(&request), Effect::Close(_)));
     }
 }
