@@ -73,6 +73,60 @@ impl fmt::Display for ScramMechanism {
     }
 }
 
+/// What authenticated a session: the thing whose removal or change must end the session.
+///
+/// Sessions are revoked by this, never by principal name: a principal builder may rename
+/// principals, and one user can hold password sessions and token sessions at once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum CredentialId {
+    /// A stored SCRAM credential: the user and the mechanism of the credential that verified the
+    /// password (SCRAM, and PLAIN, which checks passwords against the SCRAM credentials).
+    Scram {
+        /// The user name the credential is stored under.
+        user: String,
+        /// Its mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// A delegation token.
+    Token {
+        /// The token id.
+        token_id: String,
+    },
+    /// What a plugin mechanism reports, in its own terms (by default its mechanism name and the
+    /// authorization id). A plugin revokes such sessions by publishing
+    /// [`Event::CredentialRevoked`](crate::events::Event::CredentialRevoked) with the same value.
+    Plugin {
+        /// The mechanism name.
+        mechanism: String,
+        /// A key of the plugin's choosing.
+        key: String,
+    },
+}
+
+impl CredentialId {
+    /// A stored SCRAM credential.
+    pub fn scram(user: impl Into<String>, mechanism: ScramMechanism) -> Self {
+        CredentialId::Scram {
+            user: user.into(),
+            mechanism,
+        }
+    }
+    /// A delegation token.
+    pub fn token(token_id: impl Into<String>) -> Self {
+        CredentialId::Token {
+            token_id: token_id.into(),
+        }
+    }
+    /// A plugin mechanism's credential.
+    pub fn plugin(mechanism: impl Into<String>, key: impl Into<String>) -> Self {
+        CredentialId::Plugin {
+            mechanism: mechanism.into(),
+            key: key.into(),
+        }
+    }
+}
+
 /// A stored SCRAM credential (RFC 5802): never the password itself.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScramCredential {

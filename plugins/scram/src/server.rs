@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use portcullis::credentials::{CredentialView, ScramCredential, ScramMechanism, TokenView};
+use portcullis::credentials::{
+    CredentialId, CredentialView, ScramCredential, ScramMechanism, TokenView,
+};
 use portcullis::registry::Services;
 use portcullis::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
@@ -341,12 +343,16 @@ impl ScramServerExchange {
             Verifier::Known { identity, .. } => {
                 let server_final = format!("v={}", B64.encode(server_signature)).into_bytes();
                 let done = match identity {
-                    Identity::User(name) => Authenticated::new(name),
+                    Identity::User(name) => {
+                        let credential = CredentialId::scram(name.clone(), self.mechanism);
+                        Authenticated::new(name).with_credential(credential)
+                    }
                     Identity::Token {
                         id,
                         owner,
                         expiry_ms,
                     } => Authenticated::new(owner)
+                        .with_credential(CredentialId::token(id.clone()))
                         .with_token_id(Some(id))
                         .with_credential_expiry_ms(Some(expiry_ms)),
                 };

@@ -87,7 +87,13 @@ impl AclAdmin for Memory {
 
 fn session(user: &str) -> Session {
     let principal = Principal::user(user);
-    let ticket = ReauthScheduler::new().register(&principal, "PLAIN", None, None);
+    let ticket = ReauthScheduler::new().register(
+        crate::credentials::CredentialId::scram(
+            "admin",
+            crate::credentials::ScramMechanism::Sha512,
+        ),
+        None,
+    );
     Session {
         principal,
         mechanism: "PLAIN".into(),

@@ -100,7 +100,13 @@ impl CredentialAdmin for Memory {
 
 fn session() -> Session {
     let principal = Principal::user("admin");
-    let ticket = ReauthScheduler::new().register(&principal, "PLAIN", None, None);
+    let ticket = ReauthScheduler::new().register(
+        crate::credentials::CredentialId::scram(
+            "admin",
+            crate::credentials::ScramMechanism::Sha512,
+        ),
+        None,
+    );
     Session {
         principal,
         mechanism: "PLAIN".into(),
