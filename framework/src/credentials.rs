@@ -177,10 +177,17 @@ impl TokenCredential {
     }
 }
 
-/// Read-only access to delegation tokens (filled by the token manager in a later stage).
+/// Read-only access to delegation tokens ([`crate::tokens::TokenManager`] implements it).
 pub trait TokenView: Send + Sync {
     /// The token with this id, with its SCRAM credential for `mechanism`.
     fn token(&self, token_id: &str, mechanism: ScramMechanism) -> Option<TokenCredential>;
+    /// Whether a SCRAM login for `name` *without* the `tokenauth` extension is a token login
+    /// (the opt-in `accept_token_without_extension`, for clients that cannot send the extension:
+    /// then `name` has the shape of a token id, which no SCRAM user may have).
+    fn accepts_token_without_extension(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 }
 
 /// A token view that knows no tokens (used while delegation tokens are disabled).

@@ -256,6 +256,26 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
         "  forwarding:  {} (denied API keys: {denied})",
         assembly.policy.name()
     )?;
+    let tokens = &config.delegation_tokens;
+    if tokens.enabled() {
+        writeln!(
+            out,
+            "  tokens:      enabled (max lifetime {} ms, expiry {} ms, sweep every {} ms{})",
+            tokens.max_lifetime_ms,
+            tokens.expiry_time_ms,
+            tokens.expiry_check_interval_ms,
+            if tokens.accept_token_without_extension {
+                ", accepted without the tokenauth extension"
+            } else {
+                ""
+            }
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  tokens:      disabled (no [delegation_tokens] secret; the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED)"
+        )?;
+    }
     match &config.plugins.dir {
         None => writeln!(out, "  plugins:     no plugin directory")?,
         Some(dir) => writeln!(
@@ -358,6 +378,15 @@ fn check_user(user: &str) -> anyhow::Result<()> {
 fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     check_user(&args.user)?;
     let config = load_config(&args.config.config)?;
+    if config.delegation_tokens.accept_token_without_extension
+        && portcullis::tokens::id::has_token_id_shape(&args.user)
+    {
+        bail!(
+            "the user name '{}' has the shape of a delegation token id, which \
+             delegation_tokens.accept_token_without_extension reserves for tokens",
+            args.user
+        );
+    }
     let store = open_store(&config)?;
     let salt = portcullis_plugin_scram::random_salt();
     let credential = portcullis_plugin_scram::derive_credential(

@@ -205,9 +205,37 @@ pub fn spawn_credential_refresh(
     });
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the epoch: the time the host passes to the framework.
+pub fn now_ms() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Runs the delegation-token sweep: once at start (tokens that expired while the node was down
+/// go at once), then whenever [`TokenManager::poll_timeout`](portcullis::tokens::TokenManager)
+/// says. Removals go through the store writer; a removal that loses a race with a renewal is
+/// dropped (the next sweep decides again).
+pub fn spawn_token_sweep(
+    manager: Arc<portcullis::tokens::TokenManager>,
+    writer: crate::store_writer::StoreWriter,
+) {
+    tokio::spawn(async move {
+        let mut batches = manager.expired(now_ms());
+        loop {
+            for batch in batches {
+                match writer.persist(batch).await {
+                    Ok(_) | Err(portcullis::local::PersistError::Conflict) => {}
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
+                    }
+                }
+            }
+            let due = manager.poll_timeout();
+            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            batches = manager.on_timeout(now_ms());
+        }
+    });
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use portcullis::credentials::InMemoryCredentials;
 use portcullis::events::{Event, EventBus};
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError, StoredRecord};
+use portcullis::tokens::TokenManager;
 use portcullis_plugin_stores::apply_records;
 
 /// Subscribes the node's views to `store` from offset 0. Events are published only for records
@@ -18,6 +19,7 @@ use portcullis_plugin_stores::apply_records;
 pub fn follow(
     store: &dyn MetadataStore,
     credentials: Arc<InMemoryCredentials>,
+    tokens: Option<Arc<TokenManager>>,
     events: EventBus,
 ) -> Result<(), StoreError> {
     let replaying = Arc::new(AtomicBool::new(true));
@@ -26,6 +28,10 @@ pub fn follow(
         0,
         Box::new(move |records: &[StoredRecord]| {
             apply_records(&credentials, records.iter().map(|r| &r.record));
+            let token_events = match &tokens {
+                Some(tokens) => tokens.apply(records, now_ms()),
+                None => Vec::new(),
+            };
             if replay_flag.load(Ordering::Acquire) {
                 return;
             }
@@ -33,6 +39,9 @@ pub fn follow(
                 if let Some(event) = change_event(&stored.record) {
                     events.publish(event);
                 }
+            }
+            for event in token_events {
+                events.publish(event);
             }
         }),
     )?;
@@ -54,4 +63,11 @@ fn change_event(record: &MetadataRecord) -> Option<Event> {
         }
         _ => None,
     }
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
 }

@@ -459,3 +459,63 @@ fn scram_list_never_writes_and_works_while_a_node_holds_the_store() {
     listing("alice");
     drop(held);
 }
+
+#[test]
+fn check_config_says_whether_tokens_are_enabled_and_never_shows_the_secret() {
+    let s = Setup::new();
+    let o = run(&["check-config", "--config", path(&s.config)], &[], "");
+    assert!(
+        stdout(&o).contains("tokens:      disabled"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(
+        &["check-config", "--config", path(&s.config)],
+        &[("PORTCULLIS_DELEGATION_TOKENS__SECRET", "do-not-print-me")],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("tokens:      enabled (max lifetime 604800000 ms"),
+        "{out}"
+    );
+    assert!(!out.contains("do-not-print-me") && !stderr(&o).contains("do-not-print-me"));
+}
+
+#[test]
+fn scram_add_refuses_token_shaped_names_when_tokens_need_no_extension() {
+    let s = Setup::new();
+    let add = |env: &[(&str, &str)]| {
+        run(
+            &[
+                "scram",
+                "add",
+                "--config",
+                path(&s.config),
+                "--user",
+                "AAAAAAAAQACAAAAAAAAAAA",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-stdin",
+            ],
+            env,
+            "pw\n",
+        )
+    };
+    let o = add(&[
+        ("PORTCULLIS_DELEGATION_TOKENS__SECRET", "k"),
+        (
+            "PORTCULLIS_DELEGATION_TOKENS__ACCEPT_TOKEN_WITHOUT_EXTENSION",
+            "true",
+        ),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("shape of a delegation token id"),
+        "{}",
+        stderr(&o)
+    );
+    // Without the setting the name is an ordinary user name.
+    assert_eq!(add(&[]).status.code(), Some(0), "{}", stderr(&add(&[])));
+}

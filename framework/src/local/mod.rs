@@ -9,7 +9,7 @@
 //! sockets.
 
 pub mod acls;
-// pub mod delegation_tokens;
+pub mod delegation_tokens;
 pub mod scram_credentials;
 
 use std::net::IpAddr;

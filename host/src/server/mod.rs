@@ -275,6 +275,9 @@ pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
         node.sessions.clone(),
         &node.config.metrics,
     );
+    if let Some(tokens) = &node.tokens {
+        crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());
+    }
     run_parts(ServerParts::from_node(&node)).await
 }
 

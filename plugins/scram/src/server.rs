@@ -228,10 +228,13 @@ impl ScramServerExchange {
     /// Finds the credential to check the proof against; never fails, so that every client-first
     /// message that parses gets a server-first message of the same shape.
     fn lookup(&self, first: &ClientFirst) -> Verifier {
+        let name = first.username.as_str();
+        // `tokenauth=true` (Kafka's way), or — opted in, for clients that cannot send the
+        // extension — a user name with the shape of a token id (no SCRAM user may have one then).
         let token_auth = first
             .extension(TOKEN_AUTH_EXTENSION)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let name = first.username.as_str();
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || self.tokens.accepts_token_without_extension(name);
         if token_auth {
             match self.tokens.token(name, self.mechanism) {
                 None => self.decoy(name, "Token Authentication failed: Invalid tokenId"),

@@ -88,7 +88,15 @@ pub struct ScramCredentialsApi {
     admin: Arc<dyn CredentialAdmin>,
     authorizer: Option<Arc<dyn Authorizer>>,
     api_key: i16,
+    /// Refuse user names shaped like delegation token ids (when tokens are accepted without the
+    /// `tokenauth` extension, such a name must mean a token).
+    token_id_names_reserved: bool,
 }
+
+/// Why a user name is refused while token-id-shaped names are reserved.
+pub const TOKEN_ID_SHAPED_NAME: &str =
+    "The user name has the shape of a delegation token id, which is reserved for \
+     tokens on this server (delegation_tokens.accept_token_without_extension)";
 
 impl ScramCredentialsApi {
     /// The two handlers, sharing the admin service. Without an authorizer every authenticated
@@ -97,15 +105,27 @@ impl ScramCredentialsApi {
         admin: Arc<dyn CredentialAdmin>,
         authorizer: Option<Arc<dyn Authorizer>>,
     ) -> [Arc<dyn LocalHandler>; 2] {
+        Self::handlers_reserving_token_ids(admin, authorizer, false)
+    }
+
+    /// [`handlers`](Self::handlers); with `reserve` set, upserting a credential for a user name
+    /// shaped like a delegation token id is refused with UNACCEPTABLE_CREDENTIAL.
+    pub fn handlers_reserving_token_ids(
+        admin: Arc<dyn CredentialAdmin>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        reserve: bool,
+    ) -> [Arc<dyn LocalHandler>; 2] {
         let describe = Self {
             admin: admin.clone(),
             authorizer: authorizer.clone(),
             api_key: DESCRIBE_USER_SCRAM_CREDENTIALS,
+            token_id_names_reserved: reserve,
         };
         let alter = Self {
             admin,
             authorizer,
             api_key: ALTER_USER_SCRAM_CREDENTIALS,
+            token_id_names_reserved: reserve,
         };
         [Arc::new(describe), Arc::new(alter)]
     }
@@ -185,6 +205,11 @@ impl ScramCredentialsApi {
                     ErrorCode::DUPLICATE_RESOURCE,
                     "A user credential cannot be altered twice in the same request",
                 ))
+            } else if self.token_id_names_reserved
+                && a.upsert.is_some()
+                && crate::tokens::id::has_token_id_shape(&a.user)
+            {
+                Err((ErrorCode::UNACCEPTABLE_CREDENTIAL, TOKEN_ID_SHAPED_NAME))
             } else {
                 validate(a, &existing)
             };

@@ -272,3 +272,20 @@ fn bodies_with_impossible_lengths_close_instead_of_allocating() {
         );
     }
 }
+
+#[test]
+fn token_shaped_names_are_refused_only_when_reserved() {
+    let shaped = "AAAAAAAAQACAAAAAAAAAAA";
+    assert!(crate::tokens::id::has_token_id_shape(shaped));
+    let request =
+        AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert(shaped, 2, 4096)]);
+    let admin = Arc::new(Memory::default());
+    let [_, alter] = ScramCredentialsApi::handlers_reserving_token_ids(admin.clone(), None, true);
+    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &admin, &request);
+    assert_eq!(codes(&response), vec![(shaped.into(), 93)]);
+    assert!(admin.list().is_empty());
+    let admin = Arc::new(Memory::default());
+    let [_, alter] = ScramCredentialsApi::handlers(admin.clone(), None);
+    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &admin, &request);
+    assert_eq!(codes(&response), vec![(shaped.into(), 0)]);
+}
