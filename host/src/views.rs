@@ -28,13 +28,16 @@ pub fn follow(
         0,
         Box::new(move |records: &[StoredRecord]| {
             apply_records(&credentials, records.iter().map(|r| &r.record));
+            if replay_flag.load(Ordering::Acquire) {
+                if let Some(tokens) = &tokens {
+                    tokens.replay(records, now_ms());
+                }
+                return;
+            }
             let token_events = match &tokens {
                 Some(tokens) => tokens.apply(records, now_ms()),
                 None => Vec::new(),
             };
-            if replay_flag.load(Ordering::Acquire) {
-                return;
-            }
             for stored in records {
                 if let Some(event) = change_event(&stored.record) {
                     events.publish(event);

@@ -158,7 +158,13 @@ impl TokenManager {
     /// Applies records of the metadata log (feed it from the store subscription); returns the
     /// events they stand for.
     pub fn apply(&self, records: &[StoredRecord], now_ms: i64) -> Vec<Event> {
-        self.table.apply(records, now_ms)
+        self.table.apply(records, now_ms, false)
+    }
+
+    /// Applies the records of a replay (start-up): the same state as [`apply`](Self::apply),
+    /// without building events nobody is told.
+    pub fn replay(&self, records: &[StoredRecord], now_ms: i64) {
+        let _ = self.table.apply(records, now_ms, true);
     }
 
     /// The token with this id.

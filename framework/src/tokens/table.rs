@@ -124,7 +124,37 @@ fn hmac_key(hmac: &[u8]) -> u128 {
 struct Tokens {
     by_id: HashMap<Arc<str>, Arc<Entry>>,
     /// HMAC prefix → token id (Kafka keeps base64(hmac) → id for renew and expire).
-    by_hmac: HashMap<u128, Arc<str>>,
+    by_hmac: HashMap<u128, Arc<str>, HmacPrefixHash>,
+}
+
+/// Hashes an HMAC prefix by taking its low 64 bits: HMAC output is uniformly distributed and
+/// unpredictable without the secret, so nobody can aim collisions at the map, and the SipHash the
+/// default hasher would run on a million of them at start-up is wasted work.
+#[derive(Clone, Copy, Default)]
+struct HmacPrefixHash;
+
+impl std::hash::BuildHasher for HmacPrefixHash {
+    type Hasher = PrefixHasher;
+    fn build_hasher(&self) -> PrefixHasher {
+        PrefixHasher(0)
+    }
+}
+
+struct PrefixHasher(u64);
+
+impl std::hash::Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u128 keys reach this hasher (through `write_u128`); fold anything else in.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u128(&mut self, value: u128) {
+        self.0 = value as u64;
+    }
 }
 
 /// Every token of the node. Readers (SASL lookups, Describe) share a read lock; the log applier
@@ -178,8 +208,9 @@ impl TokenTable {
         self.read().by_id.values().cloned().collect()
     }
 
-    /// Applies records in log order; returns the events they stand for (at `now_ms`).
-    pub(crate) fn apply(&self, records: &[StoredRecord], now_ms: i64) -> Vec<Event> {
+    /// Applies records in log order; returns the events they stand for (at `now_ms`), unless
+    /// `quiet` (a replay at start-up: the state the node starts with is no change).
+    pub(crate) fn apply(&self, records: &[StoredRecord], now_ms: i64, quiet: bool) -> Vec<Event> {
         let touches = records.iter().any(|r| {
             matches!(
                 r.record,
@@ -189,8 +220,10 @@ impl TokenTable {
         if !touches {
             return Vec::new();
         }
-        let mut events = Vec::new();
+        let mut events = Vec::with_capacity(if quiet { 0 } else { records.len() });
         let mut tokens = self.write();
+        tokens.by_id.reserve(records.len());
+        tokens.by_hmac.reserve(records.len());
         for stored in records {
             match &stored.record {
                 MetadataRecord::DelegationToken(record) => {
@@ -200,11 +233,15 @@ impl TokenTable {
                         tracing::warn!(token_id = %record.token_id, "skipping a delegation token record with an invalid principal");
                         continue;
                     };
-                    events.push(upsert(&mut tokens, &self.hmac, info, now_ms));
+                    let event = upsert(&mut tokens, &self.hmac, info, now_ms, quiet);
+                    events.extend(event);
                 }
                 MetadataRecord::RemoveDelegationToken { token_id } => {
                     if let Some(entry) = tokens.by_id.remove(token_id.as_str()) {
                         tokens.by_hmac.remove(&hmac_key(&entry.hmac));
+                        if quiet {
+                            continue;
+                        }
                         events.push(Event::TokenExpired {
                             token_id: token_id.clone(),
                             owner: entry.info.owner.clone(),
@@ -219,23 +256,31 @@ impl TokenTable {
     }
 }
 
-/// Adds or replaces a token; the event says what happened to it.
-fn upsert(tokens: &mut Tokens, hmac: &TokenHmac, info: TokenInfo, now_ms: i64) -> Event {
+/// Adds or replaces a token; the event says what happened to it (none when `quiet`).
+fn upsert(
+    tokens: &mut Tokens,
+    hmac: &TokenHmac,
+    info: TokenInfo,
+    now_ms: i64,
+    quiet: bool,
+) -> Option<Event> {
     let id: Arc<str> = Arc::from(info.token_id.as_str());
     match tokens.by_id.get(&id).cloned() {
         Some(previous) => {
             let expired = info.is_expired(now_ms);
-            let event = if expired {
-                Event::TokenExpired {
+            let event = if quiet {
+                None
+            } else if expired {
+                Some(Event::TokenExpired {
                     token_id: info.token_id.clone(),
                     owner: info.owner.clone(),
                     removed: false,
-                }
+                })
             } else {
-                Event::TokenRenewed {
+                Some(Event::TokenRenewed {
                     token_id: info.token_id.clone(),
                     expiry_ms: info.expiry_ms,
-                }
+                })
             };
             // Same id, same HMAC, same credentials: keep what was derived.
             let entry = Entry {
@@ -257,12 +302,12 @@ fn upsert(tokens: &mut Tokens, hmac: &TokenHmac, info: TokenInfo, now_ms: i64) -
         }
         None => {
             let mac = hmac.of(&info.token_id);
-            let event = Event::TokenCreated {
+            let event = (!quiet).then(|| Event::TokenCreated {
                 token_id: info.token_id.clone(),
                 owner: info.owner.clone(),
                 requester: info.requester.clone(),
                 expiry_ms: info.expiry_ms,
-            };
+            });
             tokens.by_hmac.insert(hmac_key(&mac), Arc::clone(&id));
             tokens.by_id.insert(
                 id,

@@ -676,7 +676,8 @@ fn new_inner(
     end: u64,
     records: Vec<StoredRecord>,
 ) -> Inner {
-    let mut live = HashMap::new();
+    // Sized up front: growing a map of a million keys rehashes every key several times.
+    let mut live = HashMap::with_capacity(records.len());
     let mut next_offset = 0;
     for r in &records {
         if r.record.is_tombstone() {
