@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    CreateDelegationTokenRequest, ExpireDelegationTokenRequest, RequestHeader,
-    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+    CreateDelegationTokenRequest, ExpireDelegationTokenRequest, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use portcullis::credentials::ScramMechanism;
@@ -157,7 +157,8 @@ fn create(args: &[String]) {
         let start = Instant::now();
         let tasks: Vec<_> = (0..clients)
             .map(|_| {
-                let (bootstrap, user, password) = (bootstrap.clone(), user.clone(), password.clone());
+                let (bootstrap, user, password) =
+                    (bootstrap.clone(), user.clone(), password.clone());
                 tokio::spawn(async move {
                     let mut conn = Conn::login(&bootstrap, &user, &password).await;
                     let (mut c, mut e) = (Vec::new(), Vec::new());
@@ -252,7 +253,9 @@ fn replay(args: &[String]) {
                 .unwrap();
             batch.extend(token.batch.records);
             if batch.len() == 20_000 {
-                store.append_batch(&AppendBatch::new(std::mem::take(&mut batch))).unwrap();
+                store
+                    .append_batch(&AppendBatch::new(std::mem::take(&mut batch)))
+                    .unwrap();
             }
         }
         if !batch.is_empty() {
@@ -301,9 +304,12 @@ fn churn(args: &[String]) {
     let tokens = manager();
     let view = Arc::clone(&tokens);
     store
-        .subscribe(0, Box::new(move |records| {
-            view.apply(records, now_ms());
-        }))
+        .subscribe(
+            0,
+            Box::new(move |records| {
+                view.apply(records, now_ms());
+            }),
+        )
         .unwrap();
     let largest = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));

@@ -44,6 +44,31 @@ pub enum Command {
     /// Manage SCRAM credentials in the metadata store offline (the node must be stopped).
     #[command(subcommand)]
     Scram(ScramCommand),
+    /// Inspect or recover the metadata store.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+/// `portcullis store ...`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Reads the store without locking or writing it and says what it holds, or why a node would
+    /// refuse to start on it.
+    Check(ConfigArg),
+    /// Keeps the intact start of a damaged or shortened log, saves the rest aside and marks the kept
+    /// part acknowledged (acknowledged changes after the damage are lost; the node must be stopped).
+    Recover(StoreRecover),
+}
+
+/// `portcullis store recover`.
+#[derive(Debug, Args)]
+pub struct StoreRecover {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub config: ConfigArg,
+    /// Confirms that losing the acknowledged changes after the damage is accepted.
+    #[arg(long, required = true)]
+    pub accept_loss: bool,
 }
 
 /// `--config FILE`.
@@ -132,7 +157,86 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Scram(ScramCommand::List(args)) => scram_list(&args.config, &mut out),
         Command::Scram(ScramCommand::Delete(args)) => scram_delete(&args, &mut out),
+        Command::Store(StoreCommand::Check(args)) => store_check(&args.config, &mut out),
+        Command::Store(StoreCommand::Recover(args)) => store_recover(&args.config.config, &mut out),
     }
+}
+
+/// `store check`: what the store holds, read-only.
+fn store_check(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let dir = &config.node.data_dir;
+    let log = FileMetadataStore::read_only(dir).with_context(|| {
+        format!(
+            "a node would refuse to start on {}; see docs/configuration.md, \"Recovering the metadata store\"",
+            dir.display()
+        )
+    })?;
+    let records: Vec<&MetadataRecord> = log.records.iter().map(|r| &r.record).collect();
+    let mut live = std::collections::HashMap::new();
+    for r in &records {
+        if r.is_tombstone() {
+            live.remove(&r.key());
+        } else {
+            live.insert(r.key(), *r);
+        }
+    }
+    let (mut credentials, mut acls, mut tokens) = (0, 0, 0);
+    for record in live.values() {
+        match record {
+            MetadataRecord::ScramCredential { .. } => credentials += 1,
+            MetadataRecord::Acl { .. } => acls += 1,
+            MetadataRecord::DelegationToken(_) => tokens += 1,
+            _ => {}
+        }
+    }
+    writeln!(out, "metadata store {}: OK", dir.display())?;
+    writeln!(
+        out,
+        "  records:     {} ({} live: {credentials} SCRAM credentials, {acls} ACLs, {tokens} delegation tokens)",
+        records.len(),
+        live.len()
+    )?;
+    if log.ignored_bytes > 0 {
+        writeln!(
+            out,
+            "  unacknowledged bytes at the end: {} (a write in progress, or one a crash interrupted; a node cuts them off)",
+            log.ignored_bytes
+        )?;
+    }
+    Ok(())
+}
+
+/// `store recover --accept-loss`.
+fn store_recover(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let dir = &config.node.data_dir;
+    let report = FileMetadataStore::recover_accepting_loss(dir).map_err(|e| match e {
+        StoreError::Locked(_) => anyhow::Error::new(e).context("stop the node first"),
+        other => anyhow::Error::new(other).context("cannot recover the metadata store"),
+    })?;
+    writeln!(
+        out,
+        "kept {} records ({} bytes); dropped {} bytes{}",
+        report.records_kept,
+        report.log_len,
+        report.bytes_dropped,
+        report
+            .saved_to
+            .as_ref()
+            .map(|p| format!(", saved to {}", p.display()))
+            .unwrap_or_default()
+    )?;
+    if let Some(committed) = report.committed_before {
+        if committed > report.log_len {
+            writeln!(
+                out,
+                "{} acknowledged bytes were lost: re-apply the SCRAM, ACL and token changes made after the damage",
+                committed - report.log_len
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn load_config(path: &Path) -> anyhow::Result<Config> {

@@ -519,3 +519,67 @@ fn scram_add_refuses_token_shaped_names_when_tokens_need_no_extension() {
     // Without the setting the name is an ordinary user name.
     assert_eq!(add(&[]).status.code(), Some(0), "{}", stderr(&add(&[])));
 }
+
+#[test]
+fn store_check_and_recover_after_damage() {
+    let s = Setup::new();
+    let config = path(&s.config);
+    for user in ["alice", "bob"] {
+        let o = run(
+            &[
+                "scram",
+                "add",
+                "--config",
+                config,
+                "--user",
+                user,
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-stdin",
+            ],
+            &[],
+            "pw\n",
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = run(&["store", "check", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("2 SCRAM credentials"), "{}", stdout(&o));
+    // A flipped byte in the last (acknowledged) record.
+    let log = s.data_dir().join("metadata.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = bytes.len() - 5;
+    bytes[last] ^= 0x01;
+    std::fs::write(&log, &bytes).unwrap();
+    let o = run(&["store", "check", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("would refuse to start"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["scram", "list", "--config", config], &[], "");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "listing must not repair: {}",
+        stdout(&o)
+    );
+    let o = run(&["store", "recover", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(2), "--accept-loss is required");
+    let o = run(
+        &["store", "recover", "--config", config, "--accept-loss"],
+        &[],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("kept 1 records"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("acknowledged bytes were lost"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["scram", "list", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("alice") && !stdout(&o).contains("bob"));
+}

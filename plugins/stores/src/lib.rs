@@ -52,7 +52,7 @@ mod replay;
 pub use commit::COMMIT_FILE_NAME;
 pub use compaction::{CompactionReport, CompactionStep};
 pub use file_store::{
-    FileMetadataStore, ReadOnlyLog, StoreOptions, StoreStats, COMPACTING_FILE_NAME,
+    FileMetadataStore, LossReport, ReadOnlyLog, StoreOptions, StoreStats, COMPACTING_FILE_NAME,
     DROPPED_FILE_PREFIX, LOCK_FILE_NAME, LOG_FILE_NAME,
 };
 pub use format::MAX_BATCH_BYTES;

@@ -763,3 +763,27 @@ fn a_crash_between_log_sync_and_commit_is_an_unacknowledged_tail() {
     assert!(creds.scram("acked", ScramMechanism::Sha256).is_some());
     assert_eq!(dropped_files(&data).len(), 1);
 }
+
+#[test]
+fn an_operator_can_accept_the_loss_after_damage_and_start_again() {
+    let (dir, records, starts) = three_frames();
+    let log = log_path(dir.path());
+    let mut bytes = fs::read(&log).unwrap();
+    // Damage in the second (acknowledged) record.
+    bytes[starts[1] as usize + 12] ^= 0x01;
+    fs::write(&log, &bytes).unwrap();
+    assert!(matches!(open_err(dir.path()), StoreError::Corrupt { .. }));
+    let report = FileMetadataStore::recover_accepting_loss(dir.path()).unwrap();
+    assert_eq!(report.records_kept, 1);
+    assert_eq!(report.log_len, starts[1]);
+    assert_eq!(report.bytes_dropped, bytes.len() as u64 - starts[1]);
+    let saved = report.saved_to.unwrap();
+    assert_eq!(fs::read(saved).unwrap(), bytes[starts[1] as usize..]);
+    let store = FileMetadataStore::open(dir.path()).unwrap();
+    assert_eq!(store.snapshot().unwrap(), records[..1].to_vec());
+    // Refused while a node holds the directory.
+    assert!(matches!(
+        FileMetadataStore::recover_accepting_loss(dir.path()),
+        Err(StoreError::Locked(_))
+    ));
+}
