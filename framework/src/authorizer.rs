@@ -322,4 +322,33 @@ pub trait AclAdmin: Send + Sync {
     ) -> Result<Vec<Vec<AclBinding>>, AclAdminError>;
     /// Every ACL matching the filter.
     fn describe_acls(&self, filter: &AclBindingFilter) -> Vec<AclBinding>;
+    /// Works out [`create_acls`](AclAdmin::create_acls) against the current ACLs without writing:
+    /// the records to persist and the per-binding results to answer once they are durable. An
+    /// admin whose ACLs follow the metadata log implements it, so the ACL APIs write off the
+    /// request path (`crate::local::Effect`); `None` makes them call `create_acls`.
+    fn prepare_create_acls(
+        &self,
+        bindings: &[AclBinding],
+    ) -> Option<PreparedAclChange<Vec<Result<(), AclAdminError>>>> {
+        let _ = bindings;
+        None
+    }
+    /// Works out [`delete_acls`](AclAdmin::delete_acls) without writing (see
+    /// [`prepare_create_acls`](AclAdmin::prepare_create_acls)).
+    fn prepare_delete_acls(
+        &self,
+        filters: &[AclBindingFilter],
+    ) -> Option<PreparedAclChange<Vec<Vec<AclBinding>>>> {
+        let _ = filters;
+        None
+    }
+}
+
+/// ACL changes worked out but not yet written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedAclChange<T> {
+    /// What to append to the metadata log (nothing when nothing changes).
+    pub records: Vec<crate::store::MetadataRecord>,
+    /// What to answer once the records are durable.
+    pub outcome: T,
 }

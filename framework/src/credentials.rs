@@ -73,6 +73,60 @@ impl fmt::Display for ScramMechanism {
     }
 }
 
+/// What authenticated a session: the thing whose removal or change must end the session.
+///
+/// Sessions are revoked by this, never by principal name: a principal builder may rename
+/// principals, and one user can hold password sessions and token sessions at once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum CredentialId {
+    /// A stored SCRAM credential: the user and the mechanism of the credential that verified the
+    /// password (SCRAM, and PLAIN, which checks passwords against the SCRAM credentials).
+    Scram {
+        /// The user name the credential is stored under.
+        user: String,
+        /// Its mechanism.
+        mechanism: ScramMechanism,
+    },
+    /// A delegation token.
+    Token {
+        /// The token id.
+        token_id: String,
+    },
+    /// What a plugin mechanism reports, in its own terms (by default its mechanism name and the
+    /// authorization id). A plugin revokes such sessions by publishing
+    /// [`Event::CredentialRevoked`](crate::events::Event::CredentialRevoked) with the same value.
+    Plugin {
+        /// The mechanism name.
+        mechanism: String,
+        /// A key of the plugin's choosing.
+        key: String,
+    },
+}
+
+impl CredentialId {
+    /// A stored SCRAM credential.
+    pub fn scram(user: impl Into<String>, mechanism: ScramMechanism) -> Self {
+        CredentialId::Scram {
+            user: user.into(),
+            mechanism,
+        }
+    }
+    /// A delegation token.
+    pub fn token(token_id: impl Into<String>) -> Self {
+        CredentialId::Token {
+            token_id: token_id.into(),
+        }
+    }
+    /// A plugin mechanism's credential.
+    pub fn plugin(mechanism: impl Into<String>, key: impl Into<String>) -> Self {
+        CredentialId::Plugin {
+            mechanism: mechanism.into(),
+            key: key.into(),
+        }
+    }
+}
+
 /// A stored SCRAM credential (RFC 5802): never the password itself.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScramCredential {
@@ -123,10 +177,17 @@ impl TokenCredential {
     }
 }
 
-/// Read-only access to delegation tokens (filled by the token manager in a later stage).
+/// Read-only access to delegation tokens ([`crate::tokens::TokenManager`] implements it).
 pub trait TokenView: Send + Sync {
     /// The token with this id, with its SCRAM credential for `mechanism`.
     fn token(&self, token_id: &str, mechanism: ScramMechanism) -> Option<TokenCredential>;
+    /// Whether a SCRAM login for `name` *without* the `tokenauth` extension is a token login
+    /// (the opt-in `accept_token_without_extension`, for clients that cannot send the extension:
+    /// then `name` has the shape of a token id, which no SCRAM user may have).
+    fn accepts_token_without_extension(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 }
 
 /// A token view that knows no tokens (used while delegation tokens are disabled).
@@ -160,6 +221,15 @@ impl InMemoryCredentials {
         self.users.rcu(|current| {
             let mut next = HashMap::clone(current);
             next.insert((user.to_owned(), mechanism), credential.clone());
+            next
+        });
+    }
+    /// Changes many credentials in one swap: `change` edits a copy of the map. Use it for batches
+    /// (one copy per batch instead of one per credential).
+    pub fn update(&self, change: impl Fn(&mut HashMap<(String, ScramMechanism), ScramCredential>)) {
+        self.users.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            change(&mut next);
             next
         });
     }

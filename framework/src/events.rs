@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::credentials::CredentialId;
 use crate::principal::Principal;
 
 /// A security event.
@@ -69,6 +70,44 @@ pub enum Event {
         created: usize,
         /// How many ACLs were deleted.
         deleted: usize,
+    },
+    /// A delegation token was created (KIP-48). Never carries the HMAC.
+    TokenCreated {
+        /// The token id.
+        token_id: String,
+        /// Its owner.
+        owner: Principal,
+        /// Who asked for it (KIP-373).
+        requester: Principal,
+        /// When it expires unless renewed (ms since the epoch).
+        expiry_ms: i64,
+    },
+    /// A delegation token's expiry changed and it is still valid: renewed (or shortened by an
+    /// expire request with a positive period). Sessions authenticated with it get the new expiry
+    /// at their next re-authentication; a shortened one also ends their current session sooner.
+    TokenRenewed {
+        /// The token id.
+        token_id: String,
+        /// The new expiry (ms since the epoch).
+        expiry_ms: i64,
+    },
+    /// A delegation token can no longer be used: expired by a request, swept after its expiry,
+    /// or removed. Every live session authenticated with it is closed at once.
+    TokenExpired {
+        /// The token id.
+        token_id: String,
+        /// Its owner.
+        owner: Principal,
+        /// Whether the token is gone from the store (removed by a request with a negative
+        /// period, or swept); `false` when a request moved its expiry to now or earlier and the
+        /// sweep has yet to remove it.
+        removed: bool,
+    },
+    /// A credential was revoked by whoever owns it (a plugin mechanism, for example): every live
+    /// session it authenticated is closed at once.
+    CredentialRevoked {
+        /// The credential.
+        credential: CredentialId,
     },
 }
 

@@ -1,33 +1,37 @@
 //! The re-authentication scheduler (KIP-368): every authenticated session's deadline, and
-//! revocation when a credential disappears.
+//! revocation when what authenticated a session disappears.
 //!
 //! There is no timer and no task per session. Kafka only enforces a session's expiry when the
 //! session sends a request (idle connections are not killed), so "is this session expired?" is a
 //! comparison of the request's time with an atomic deadline held by the session's
 //! [`SessionTicket`]: O(1) on the request path. What does need to reach idle sessions at once is
-//! revocation — a SCRAM credential removed or changed, a delegation token expired or deleted — and
-//! that goes through the scheduler's indexes by principal and by token to the affected tickets,
-//! whose connections are woken through a runtime-agnostic future ([`SessionTicket::revoked`]).
+//! revocation — a SCRAM credential removed or changed, a delegation token expired or removed, a
+//! plugin's credential revoked — and that goes through the scheduler's index by *what
+//! authenticated the session* ([`CredentialId`]) to the affected tickets, whose connections are
+//! woken through a runtime-agnostic future ([`SessionTicket::revoked`]). Principal names are never
+//! used for this: a principal builder may rename principals, and one user may hold password and
+//! token sessions at once.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 
+use crate::credentials::{CredentialId, ScramMechanism};
 use crate::events::Event;
-use crate::principal::Principal;
 
 /// A deadline that never comes.
 const NO_EXPIRY: i64 = i64::MAX;
 
+type Index = HashMap<CredentialId, HashMap<u64, Weak<SessionTicket>>>;
+
 /// One authenticated session as the scheduler sees it. Dropping the last reference unregisters it.
 pub struct SessionTicket {
     id: u64,
-    principal_name: String,
-    mechanism: String,
-    token_id: Option<String>,
+    /// What authenticated the session; changes when a re-authentication uses something else.
+    credential: Mutex<CredentialId>,
     expires_at_ms: AtomicI64,
     revoked: AtomicBool,
     waker: Mutex<Option<Waker>>,
@@ -48,7 +52,7 @@ impl SessionTicket {
         now_ms > self.expires_at_ms.load(Ordering::Acquire)
     }
 
-    /// Whether the session's credential was removed or changed.
+    /// Whether what authenticated the session was removed or changed.
     pub fn is_revoked(&self) -> bool {
         self.revoked.load(Ordering::Acquire)
     }
@@ -60,14 +64,23 @@ impl SessionTicket {
         }
     }
 
-    /// The delegation token the session used, if any.
-    pub fn token_id(&self) -> Option<&str> {
-        self.token_id.as_deref()
+    /// What authenticated the session.
+    pub fn credential(&self) -> CredentialId {
+        self.credential_guard().clone()
     }
 
-    fn renew(&self, expires_at_ms: Option<i64>) {
-        self.expires_at_ms
-            .store(expires_at_ms.unwrap_or(NO_EXPIRY), Ordering::Release);
+    /// The delegation token the session used, if any.
+    pub fn token_id(&self) -> Option<String> {
+        match &*self.credential_guard() {
+            CredentialId::Token { token_id } => Some(token_id.clone()),
+            _ => None,
+        }
+    }
+
+    fn credential_guard(&self) -> std::sync::MutexGuard<'_, CredentialId> {
+        self.credential
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn revoke(&self) {
@@ -81,12 +94,19 @@ impl SessionTicket {
             waker.wake();
         }
     }
+
+    /// Moves the deadline earlier if `deadline_ms` comes first (never later).
+    fn cap_deadline(&self, deadline_ms: i64) {
+        self.expires_at_ms.fetch_min(deadline_ms, Ordering::AcqRel);
+    }
 }
 
 impl Drop for SessionTicket {
     fn drop(&mut self) {
         if let Some(inner) = self.scheduler.upgrade() {
-            inner.unregister(self.id, &self.principal_name, self.token_id.as_deref());
+            let credential = self.credential_guard().clone();
+            inner.unregister(self.id, &credential);
+            inner.live.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -95,7 +115,7 @@ impl std::fmt::Debug for SessionTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionTicket")
             .field("id", &self.id)
-            .field("principal", &self.principal_name)
+            .field("credential", &*self.credential_guard())
             .field("expires_at_ms", &self.expires_at_ms())
             .field("revoked", &self.is_revoked())
             .finish()
@@ -137,30 +157,32 @@ pub struct ReauthScheduler {
 #[derive(Debug, Default)]
 struct Inner {
     next_id: AtomicU64,
-    by_principal: Mutex<HashMap<String, HashMap<u64, Weak<SessionTicket>>>>,
-    by_token: Mutex<HashMap<String, HashMap<u64, Weak<SessionTicket>>>>,
+    live: AtomicUsize,
+    by_credential: Mutex<Index>,
 }
 
 impl Inner {
-    fn unregister(&self, id: u64, principal: &str, token: Option<&str>) {
-        remove_from(&self.by_principal, principal, id);
-        if let Some(token) = token {
-            remove_from(&self.by_token, token, id);
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.by_credential
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn unregister(&self, id: u64, credential: &CredentialId) {
+        let mut index = self.index();
+        if let Some(sessions) = index.get_mut(credential) {
+            sessions.remove(&id);
+            if sessions.is_empty() {
+                index.remove(credential);
+            }
         }
     }
-}
 
-fn remove_from(
-    index: &Mutex<HashMap<String, HashMap<u64, Weak<SessionTicket>>>>,
-    key: &str,
-    id: u64,
-) {
-    let mut index = index.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(sessions) = index.get_mut(key) {
-        sessions.remove(&id);
-        if sessions.is_empty() {
-            index.remove(key);
-        }
+    fn sessions_of(&self, credential: &CredentialId) -> Vec<Arc<SessionTicket>> {
+        self.index()
+            .get(credential)
+            .map(|s| s.values().filter_map(Weak::upgrade).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -170,108 +192,105 @@ impl ReauthScheduler {
         Self::default()
     }
 
-    /// Registers a newly authenticated session.
+    /// Registers a newly authenticated session and what authenticated it.
     pub fn register(
         &self,
-        principal: &Principal,
-        mechanism: &str,
-        token_id: Option<String>,
+        credential: CredentialId,
         expires_at_ms: Option<i64>,
     ) -> Arc<SessionTicket> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let ticket = Arc::new(SessionTicket {
             id,
-            principal_name: principal.name.clone(),
-            mechanism: mechanism.to_owned(),
-            token_id: token_id.clone(),
+            credential: Mutex::new(credential.clone()),
             expires_at_ms: AtomicI64::new(expires_at_ms.unwrap_or(NO_EXPIRY)),
             revoked: AtomicBool::new(false),
             waker: Mutex::new(None),
             scheduler: Arc::downgrade(&self.inner),
         });
-        let weak = Arc::downgrade(&ticket);
+        self.inner.live.fetch_add(1, Ordering::AcqRel);
         self.inner
-            .by_principal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(principal.name.clone())
+            .index()
+            .entry(credential)
             .or_default()
-            .insert(id, weak.clone());
-        if let Some(token) = token_id {
-            self.inner
-                .by_token
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(token)
-                .or_default()
-                .insert(id, weak);
-        }
+            .insert(id, Arc::downgrade(&ticket));
         ticket
     }
 
-    /// Records a successful re-authentication: the session keeps its ticket with a new deadline.
-    pub fn renew(&self, ticket: &SessionTicket, expires_at_ms: Option<i64>) {
-        ticket.renew(expires_at_ms);
+    /// Records a successful re-authentication: the session keeps its ticket with a new deadline,
+    /// now belonging to what authenticated it this time.
+    pub fn renew(
+        &self,
+        ticket: &Arc<SessionTicket>,
+        expires_at_ms: Option<i64>,
+        credential: CredentialId,
+    ) {
+        ticket
+            .expires_at_ms
+            .store(expires_at_ms.unwrap_or(NO_EXPIRY), Ordering::Release);
+        let previous = std::mem::replace(&mut *ticket.credential_guard(), credential.clone());
+        if previous != credential {
+            self.inner.unregister(ticket.id, &previous);
+            self.inner
+                .index()
+                .entry(credential)
+                .or_default()
+                .insert(ticket.id, Arc::downgrade(ticket));
+        }
     }
 
-    /// Revokes the password-authenticated sessions of `user` that used `mechanism` (or PLAIN, which
-    /// verifies against the SCRAM credentials). Returns how many were revoked.
-    pub fn revoke_user_credential(&self, user: &str, mechanism: &str) -> usize {
-        let index = self
-            .inner
-            .by_principal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Some(sessions) = index.get(user) else {
-            return 0;
-        };
-        let affected: Vec<Arc<SessionTicket>> = sessions
-            .values()
-            .filter_map(Weak::upgrade)
-            .filter(|t| {
-                t.token_id.is_none() && (t.mechanism == mechanism || t.mechanism == "PLAIN")
-            })
-            .collect();
-        drop(index);
+    /// Revokes every session `credential` authenticated; returns how many.
+    pub fn revoke(&self, credential: &CredentialId) -> usize {
+        let affected = self.inner.sessions_of(credential);
         affected.iter().for_each(|t| t.revoke());
         affected.len()
+    }
+
+    /// Revokes the sessions a user's SCRAM credential for `mechanism` authenticated (SCRAM
+    /// logins, and PLAIN logins checked against that credential).
+    pub fn revoke_user_credential(&self, user: &str, mechanism: ScramMechanism) -> usize {
+        self.revoke(&CredentialId::scram(user, mechanism))
     }
 
     /// Revokes every session authenticated with the delegation token.
     pub fn revoke_token(&self, token_id: &str) -> usize {
-        let index = self
-            .inner
-            .by_token
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let affected: Vec<Arc<SessionTicket>> = index
-            .get(token_id)
-            .map(|s| s.values().filter_map(Weak::upgrade).collect())
-            .unwrap_or_default();
-        drop(index);
-        affected.iter().for_each(|t| t.revoke());
+        self.revoke(&CredentialId::token(token_id))
+    }
+
+    /// Ends the current session of everything the token authenticated no later than
+    /// `expiry_ms` (a token whose expiry moved earlier); a later expiry changes nothing now and
+    /// applies from the next re-authentication, which reads the token again.
+    pub fn token_expiry_changed(&self, token_id: &str, expiry_ms: i64) -> usize {
+        let affected = self.inner.sessions_of(&CredentialId::token(token_id));
+        affected.iter().for_each(|t| t.cap_deadline(expiry_ms));
         affected.len()
     }
 
-    /// Reacts to a security event (subscribe it to the [`crate::events::EventBus`]).
+    /// Reacts to a security event (subscribe it to the [`crate::events::EventBus`]); returns how
+    /// many sessions were revoked.
     pub fn handle_event(&self, event: &Event) -> usize {
         match event {
             Event::CredentialChanged { user, mechanism } => {
-                self.revoke_user_credential(user, mechanism)
+                match ScramMechanism::from_mechanism_name(mechanism) {
+                    Some(m) => self.revoke_user_credential(user, m),
+                    None => 0,
+                }
             }
+            Event::TokenExpired { token_id, .. } => self.revoke_token(token_id),
+            Event::TokenRenewed {
+                token_id,
+                expiry_ms,
+            } => {
+                self.token_expiry_changed(token_id, *expiry_ms);
+                0
+            }
+            Event::CredentialRevoked { credential } => self.revoke(credential),
             _ => 0,
         }
     }
 
     /// The number of live sessions.
     pub fn len(&self) -> usize {
-        self.inner
-            .by_principal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(HashMap::len)
-            .sum()
+        self.inner.live.load(Ordering::Acquire)
     }
 
     /// Whether no session is registered.
@@ -283,6 +302,7 @@ impl ReauthScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::principal::Principal;
     use std::task::Wake;
 
     struct Flag(AtomicBool);
@@ -292,40 +312,35 @@ mod tests {
         }
     }
 
+    fn scram(user: &str, m: ScramMechanism) -> CredentialId {
+        CredentialId::scram(user, m)
+    }
+
     #[test]
     fn expiry_is_a_comparison() {
         let s = ReauthScheduler::new();
-        let t = s.register(
-            &Principal::user("alice"),
-            "SCRAM-SHA-512",
-            None,
-            Some(1_000),
-        );
+        let t = s.register(scram("alice", ScramMechanism::Sha512), Some(1_000));
         assert!(!t.is_expired(1_000));
         assert!(t.is_expired(1_001));
-        s.renew(&t, Some(5_000));
+        s.renew(&t, Some(5_000), scram("alice", ScramMechanism::Sha512));
         assert!(!t.is_expired(1_001));
-        s.renew(&t, None);
+        s.renew(&t, None, scram("alice", ScramMechanism::Sha512));
         assert!(!t.is_expired(i64::MAX - 1));
     }
 
     #[test]
-    fn removing_a_credential_revokes_the_users_password_sessions_and_wakes_them() {
+    fn removing_a_credential_revokes_exactly_the_sessions_it_authenticated_and_wakes_them() {
         let s = ReauthScheduler::new();
-        let scram = s.register(&Principal::user("alice"), "SCRAM-SHA-512", None, None);
-        let plain = s.register(&Principal::user("alice"), "PLAIN", None, None);
-        let other_mech = s.register(&Principal::user("alice"), "SCRAM-SHA-256", None, None);
-        let token = s.register(
-            &Principal::user("alice"),
-            "SCRAM-SHA-512",
-            Some("tok".into()),
-            None,
-        );
-        let bob = s.register(&Principal::user("bob"), "SCRAM-SHA-512", None, None);
+        let scram512 = s.register(scram("alice", ScramMechanism::Sha512), None);
+        // A PLAIN login checked against the SHA-512 credential.
+        let plain = s.register(scram("alice", ScramMechanism::Sha512), None);
+        let other_mech = s.register(scram("alice", ScramMechanism::Sha256), None);
+        let token = s.register(CredentialId::token("tok"), None);
+        let bob = s.register(scram("bob", ScramMechanism::Sha512), None);
 
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
-        let mut fut = scram.revoked();
+        let mut fut = scram512.revoked();
         assert!(Pin::new(&mut fut)
             .poll(&mut Context::from_waker(&waker))
             .is_pending());
@@ -339,24 +354,77 @@ mod tests {
         assert!(Pin::new(&mut fut)
             .poll(&mut Context::from_waker(&waker))
             .is_ready());
-        assert!(scram.is_revoked() && plain.is_revoked());
+        assert!(scram512.is_revoked() && plain.is_revoked());
         assert!(!other_mech.is_revoked() && !token.is_revoked() && !bob.is_revoked());
 
-        assert_eq!(s.revoke_token("tok"), 1);
+        let n = s.handle_event(&Event::TokenExpired {
+            token_id: "tok".into(),
+            owner: Principal::user("alice"),
+            removed: true,
+        });
+        assert_eq!(n, 1);
         assert!(token.is_revoked());
+    }
+
+    #[test]
+    fn a_renamed_principal_is_still_revoked_by_its_credential() {
+        // What the principal builder made of the login does not matter: the credential does.
+        let s = ReauthScheduler::new();
+        let t = s.register(scram("alice", ScramMechanism::Sha256), None);
+        assert_eq!(s.revoke_user_credential("alice", ScramMechanism::Sha256), 1);
+        assert!(t.is_revoked());
+    }
+
+    #[test]
+    fn plugin_credentials_are_revoked_by_what_the_plugin_reports() {
+        let s = ReauthScheduler::new();
+        let a = s.register(CredentialId::plugin("DEMO", "key-1"), None);
+        let b = s.register(CredentialId::plugin("DEMO", "key-2"), None);
+        let n = s.handle_event(&Event::CredentialRevoked {
+            credential: CredentialId::plugin("DEMO", "key-1"),
+        });
+        assert_eq!(n, 1);
+        assert!(a.is_revoked() && !b.is_revoked());
+    }
+
+    #[test]
+    fn a_reauthentication_with_another_credential_moves_the_session() {
+        let s = ReauthScheduler::new();
+        let t = s.register(CredentialId::token("tok"), Some(10));
+        s.renew(&t, Some(20), scram("alice", ScramMechanism::Sha512));
+        assert_eq!(s.revoke_token("tok"), 0);
+        assert_eq!(s.revoke_user_credential("alice", ScramMechanism::Sha512), 1);
+        assert!(t.is_revoked());
+    }
+
+    #[test]
+    fn a_shortened_token_shortens_its_sessions_and_a_renewal_does_not_extend_them() {
+        let s = ReauthScheduler::new();
+        let t = s.register(CredentialId::token("tok"), Some(5_000));
+        s.handle_event(&Event::TokenRenewed {
+            token_id: "tok".into(),
+            expiry_ms: 9_000,
+        });
+        assert_eq!(t.expires_at_ms(), Some(5_000));
+        s.handle_event(&Event::TokenRenewed {
+            token_id: "tok".into(),
+            expiry_ms: 2_000,
+        });
+        assert_eq!(t.expires_at_ms(), Some(2_000));
+        assert!(!t.is_revoked());
     }
 
     #[test]
     fn dropping_a_ticket_unregisters_it() {
         let s = ReauthScheduler::new();
-        let a = s.register(&Principal::user("alice"), "PLAIN", Some("t".into()), None);
-        let b = s.register(&Principal::user("alice"), "PLAIN", None, None);
+        let a = s.register(CredentialId::token("t"), None);
+        let b = s.register(scram("alice", ScramMechanism::Sha256), None);
         assert_eq!(s.len(), 2);
         drop(a);
         assert_eq!(s.len(), 1);
         assert_eq!(s.revoke_token("t"), 0);
         drop(b);
         assert!(s.is_empty());
-        assert!(s.inner.by_principal.lock().unwrap().is_empty());
+        assert!(s.inner.index().is_empty());
     }
 }

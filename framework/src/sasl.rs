@@ -71,6 +71,10 @@ pub struct Authenticated {
     pub token_id: Option<String>,
     /// Negotiated extensions (e.g. SCRAM `tokenauth`, OAUTHBEARER extensions).
     pub extensions: BTreeMap<String, String>,
+    /// What verified the client, so the session can be revoked when it is removed or changed.
+    /// A mechanism that reports nothing gets [`CredentialId::Plugin`](crate::credentials::CredentialId::Plugin) with its name and the
+    /// authorization id (or [`CredentialId::Token`](crate::credentials::CredentialId::Token) when it reports a token id).
+    pub credential: Option<crate::credentials::CredentialId>,
 }
 
 impl Authenticated {
@@ -94,6 +98,11 @@ impl Authenticated {
     /// Marks the authentication as done with a delegation token.
     pub fn with_token_id(mut self, token_id: Option<String>) -> Self {
         self.token_id = token_id;
+        self
+    }
+    /// Says what verified the client (see [`Authenticated::credential`]).
+    pub fn with_credential(mut self, credential: crate::credentials::CredentialId) -> Self {
+        self.credential = Some(credential);
         self
     }
     /// Sets the negotiated extensions.

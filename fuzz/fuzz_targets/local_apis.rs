@@ -1,7 +1,8 @@
 //! The locally served security APIs (CreateAcls, DescribeAcls, DeleteAcls,
-//! DescribeUserScramCredentials, AlterUserScramCredentials) behind an authenticated connection:
-//! the first byte picks the API and version, the rest is the request body. Never panics; bad
-//! bodies close the connection.
+//! DescribeUserScramCredentials, AlterUserScramCredentials, and the four delegation-token APIs)
+//! behind an authenticated connection: the first byte picks the API and version, the rest is the
+//! request body. Writes are carried out on an in-memory store. Never panics; bad bodies close the
+//! connection.
 #![no_main]
 
 use std::net::IpAddr;
@@ -11,19 +12,25 @@ use arc_swap::ArcSwap;
 use bytes::{BufMut, Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use portcullis::authorizer::{Decision, FixedDecision};
-use portcullis::connection::{Connection, ConnectionConfig};
-use portcullis::credentials::ScramMechanism;
+use portcullis::connection::{Action, Connection, ConnectionConfig};
+use portcullis::credentials::{ScramCredential, ScramMechanism};
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::local::acls::AclApis;
+use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::{
     CredentialAdmin, CredentialChange, ScramCredentialsApi,
 };
+use portcullis::local::Effect;
 use portcullis::local::LocalHandler;
 use portcullis::principal::DefaultPrincipalBuilder;
 use portcullis::protocol::api::is_security_api;
 use portcullis::protocol::versions::ApiVersionTable;
 use portcullis::sasl::{Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome};
+use portcullis::secret::Secret;
+use portcullis::store::memory::MemoryStore;
+use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::tokens::{TokenConfig, TokenCrypto, TokenManager};
 
 /// Authenticates anyone: the target is what comes after authentication.
 struct Anyone;
@@ -64,13 +71,39 @@ impl CredentialAdmin for Memory {
     fn list(&self) -> Vec<(String, ScramMechanism, u32)> {
         self.0.lock().map(|v| v.clone()).unwrap_or_default()
     }
-    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
+    fn records(&self, changes: &[CredentialChange]) -> Vec<MetadataRecord> {
         let _ = changes.len();
-        Ok(())
+        Vec::new()
     }
 }
 
-const APIS: [(i16, i16, i16); 5] = [(29, 1, 3), (30, 1, 3), (31, 1, 3), (50, 0, 0), (51, 0, 0)];
+/// Ids from a counter; no PBKDF2 (the fuzzer wants speed, not keys).
+struct Crypto;
+impl TokenCrypto for Crypto {
+    fn random_id_bytes(&self) -> [u8; 16] {
+        [7; 16]
+    }
+    fn scram_credential(&self, _: ScramMechanism, _: &str, iterations: u32) -> ScramCredential {
+        ScramCredential {
+            salt: vec![],
+            stored_key: vec![],
+            server_key: vec![],
+            iterations,
+        }
+    }
+}
+
+const APIS: [(i16, i16, i16); 9] = [
+    (29, 1, 3),
+    (30, 1, 3),
+    (31, 1, 3),
+    (50, 0, 0),
+    (51, 0, 0),
+    (38, 1, 3),
+    (39, 1, 2),
+    (40, 1, 2),
+    (41, 1, 3),
+];
 
 fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Bytes {
     let mut b = BytesMut::new();
@@ -79,7 +112,7 @@ fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Bytes 
     b.put_i32(correlation_id);
     b.put_i16(-1);
     // Flexible versions carry a tagged-field section in the header.
-    let flexible = matches!((api_key, version), (29..=31, 2..) | (50 | 51, _));
+    let flexible = matches!((api_key, version), (29..=31 | 38..=41, 2..) | (50 | 51, _));
     if flexible {
         b.put_u8(0);
     }
@@ -106,8 +139,27 @@ fuzz_target!(|data: &[u8]| {
         AclApis::handlers(authorizer.clone()).into_iter().collect();
     handlers.extend(ScramCredentialsApi::handlers(
         Arc::new(Memory::default()),
-        authorizer,
+        authorizer.clone(),
     ));
+    let store = Arc::new(MemoryStore::new());
+    let tokens = Arc::new(TokenManager::new(
+        TokenConfig::new(Secret::new("fuzz")),
+        Arc::new(Crypto),
+        0,
+    ));
+    let follower = tokens.clone();
+    let _ = store.subscribe(
+        0,
+        Box::new(move |records| {
+            let _ = follower.apply(records, 0);
+        }),
+    );
+    let enabled = if selector & 0x04 == 0 {
+        Some(tokens)
+    } else {
+        None
+    };
+    handlers.extend(DelegationTokenApis::handlers(enabled, authorizer));
     let local = handlers
         .iter()
         .map(|h| (h.api_key(), h.versions().0, h.versions().1));
@@ -126,5 +178,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = conn.handle_frame(frame(17, 1, 1, &[0, 4, b'F', b'U', b'Z', b'Z']), 0);
     let _ = conn.handle_frame(frame(36, 1, 2, &[0, 0, 0, 0]), 0);
     assert!(conn.session().is_some());
-    let _ = conn.handle_frame(frame(api_key, version, 3, body), 0);
+    for action in conn.handle_frame(frame(api_key, version, 3, body), 0) {
+        if let Action::Persist(persist) = action {
+            let _ = Effect::Persist(persist).resolve(store.as_ref(), 0);
+        }
+    }
 });

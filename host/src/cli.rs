@@ -13,7 +13,7 @@ use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, Scr
 use portcullis::events::EventBus;
 use portcullis::registry::Services;
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
-use portcullis_plugin_stores::{load_credentials, FileMetadataStore};
+use portcullis_plugin_stores::{credentials_from, load_credentials, FileMetadataStore};
 
 use crate::config::{self, Config, SecurityProtocol};
 use crate::node::{self, Assembly, Node};
@@ -44,6 +44,31 @@ pub enum Command {
     /// Manage SCRAM credentials in the metadata store offline (the node must be stopped).
     #[command(subcommand)]
     Scram(ScramCommand),
+    /// Inspect or recover the metadata store.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+/// `portcullis store ...`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Reads the store without locking or writing it and says what it holds, or why a node would
+    /// refuse to start on it.
+    Check(ConfigArg),
+    /// Keeps the intact start of a damaged or shortened log, saves the rest aside and marks the kept
+    /// part acknowledged (acknowledged changes after the damage are lost; the node must be stopped).
+    Recover(StoreRecover),
+}
+
+/// `portcullis store recover`.
+#[derive(Debug, Args)]
+pub struct StoreRecover {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub config: ConfigArg,
+    /// Confirms that losing the acknowledged changes after the damage is accepted.
+    #[arg(long, required = true)]
+    pub accept_loss: bool,
 }
 
 /// `--config FILE`.
@@ -132,7 +157,86 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Scram(ScramCommand::List(args)) => scram_list(&args.config, &mut out),
         Command::Scram(ScramCommand::Delete(args)) => scram_delete(&args, &mut out),
+        Command::Store(StoreCommand::Check(args)) => store_check(&args.config, &mut out),
+        Command::Store(StoreCommand::Recover(args)) => store_recover(&args.config.config, &mut out),
     }
+}
+
+/// `store check`: what the store holds, read-only.
+fn store_check(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let dir = &config.node.data_dir;
+    let log = FileMetadataStore::read_only(dir).with_context(|| {
+        format!(
+            "a node would refuse to start on {}; see docs/configuration.md, \"Recovering the metadata store\"",
+            dir.display()
+        )
+    })?;
+    let records: Vec<&MetadataRecord> = log.records.iter().map(|r| &r.record).collect();
+    let mut live = std::collections::HashMap::new();
+    for r in &records {
+        if r.is_tombstone() {
+            live.remove(&r.key());
+        } else {
+            live.insert(r.key(), *r);
+        }
+    }
+    let (mut credentials, mut acls, mut tokens) = (0, 0, 0);
+    for record in live.values() {
+        match record {
+            MetadataRecord::ScramCredential { .. } => credentials += 1,
+            MetadataRecord::Acl { .. } => acls += 1,
+            MetadataRecord::DelegationToken(_) => tokens += 1,
+            _ => {}
+        }
+    }
+    writeln!(out, "metadata store {}: OK", dir.display())?;
+    writeln!(
+        out,
+        "  records:     {} ({} live: {credentials} SCRAM credentials, {acls} ACLs, {tokens} delegation tokens)",
+        records.len(),
+        live.len()
+    )?;
+    if log.ignored_bytes > 0 {
+        writeln!(
+            out,
+            "  unacknowledged bytes at the end: {} (a write in progress, or one a crash interrupted; a node cuts them off)",
+            log.ignored_bytes
+        )?;
+    }
+    Ok(())
+}
+
+/// `store recover --accept-loss`.
+fn store_recover(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let dir = &config.node.data_dir;
+    let report = FileMetadataStore::recover_accepting_loss(dir).map_err(|e| match e {
+        StoreError::Locked(_) => anyhow::Error::new(e).context("stop the node first"),
+        other => anyhow::Error::new(other).context("cannot recover the metadata store"),
+    })?;
+    writeln!(
+        out,
+        "kept {} records ({} bytes); dropped {} bytes{}",
+        report.records_kept,
+        report.log_len,
+        report.bytes_dropped,
+        report
+            .saved_to
+            .as_ref()
+            .map(|p| format!(", saved to {}", p.display()))
+            .unwrap_or_default()
+    )?;
+    if let Some(committed) = report.committed_before {
+        if committed > report.log_len {
+            writeln!(
+                out,
+                "{} acknowledged bytes were lost: re-apply the SCRAM, ACL and token changes made after the damage",
+                committed - report.log_len
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn load_config(path: &Path) -> anyhow::Result<Config> {
@@ -256,6 +360,26 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
         "  forwarding:  {} (denied API keys: {denied})",
         assembly.policy.name()
     )?;
+    let tokens = &config.delegation_tokens;
+    if tokens.enabled() {
+        writeln!(
+            out,
+            "  tokens:      enabled (max lifetime {} ms, expiry {} ms, sweep every {} ms{})",
+            tokens.max_lifetime_ms,
+            tokens.expiry_time_ms,
+            tokens.expiry_check_interval_ms,
+            if tokens.accept_token_without_extension {
+                ", accepted without the tokenauth extension"
+            } else {
+                ""
+            }
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  tokens:      disabled (no [delegation_tokens] secret; the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED)"
+        )?;
+    }
     match &config.plugins.dir {
         None => writeln!(out, "  plugins:     no plugin directory")?,
         Some(dir) => writeln!(
@@ -358,6 +482,15 @@ fn check_user(user: &str) -> anyhow::Result<()> {
 fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     check_user(&args.user)?;
     let config = load_config(&args.config.config)?;
+    if config.delegation_tokens.accept_token_without_extension
+        && portcullis::tokens::id::has_token_id_shape(&args.user)
+    {
+        bail!(
+            "the user name '{}' has the shape of a delegation token id, which \
+             delegation_tokens.accept_token_without_extension reserves for tokens",
+            args.user
+        );
+    }
     let store = open_store(&config)?;
     let salt = portcullis_plugin_scram::random_salt();
     let credential = portcullis_plugin_scram::derive_credential(
@@ -381,12 +514,14 @@ fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Re
     Ok(())
 }
 
-/// `scram list`: one line per (user, mechanism), sorted.
+/// `scram list`: one line per (user, mechanism), sorted. Reads the store without locking or
+/// writing it, so it also works while a node runs.
 fn scram_list(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
-    let store = open_store(&config)?;
+    let log = FileMetadataStore::read_only(&config.node.data_dir)
+        .context("cannot read the metadata store")?;
     let creds = InMemoryCredentials::new();
-    load_credentials(&store, &creds).context("cannot read the metadata store")?;
+    creds.replace_all(credentials_from(log.records.iter().map(|r| &r.record)));
     let mut users = creds.users();
     if users.is_empty() {
         writeln!(out, "no SCRAM credentials")?;

@@ -43,6 +43,9 @@ pub struct Config {
     /// Security counters.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// Delegation tokens (KIP-48); absent or without a secret, tokens are disabled.
+    #[serde(default)]
+    pub delegation_tokens: DelegationTokensConfig,
 }
 
 /// `[authorizer]`.
@@ -277,7 +280,14 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const UPSTREAM_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The top-level tables, used to recognise a mistyped override such as `PORTCULLIS_LISTENER_ADDRESS`.
-const SECTIONS: [&str; 5] = ["node", "plugins", "listener", "upstream", "forwarding"];
+const SECTIONS: [&str; 6] = [
+    "node",
+    "plugins",
+    "listener",
+    "upstream",
+    "forwarding",
+    "delegation_tokens",
+];
 /// The key read from the environment verbatim instead of through figment's value parser, which
 /// would turn `1234` into a number, and whose errors would quote it.
 const PASSWORD_KEY: &str = "upstream.password";
@@ -370,7 +380,7 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
         // Variables without a separator are not configuration keys (scripts use
         // PORTCULLIS_CACHE and the like); `scan` has already refused mistyped keys.
         .filter(|key| key.as_str().contains('.'))
-        .ignore(&[PASSWORD_KEY]);
+        .ignore(&[PASSWORD_KEY, TOKEN_SECRET_KEY]);
     let mut config: Config = Figment::new()
         .merge(Toml::string(&text))
         .merge(env)
@@ -378,6 +388,12 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
         .map_err(|e| figment_error(path, prefix, &overrides, e))?;
     if let Some(password) = overrides.password {
         config.upstream.password = Some(Secret::new(password));
+    }
+    if let Some(secret) = overrides.token_secret {
+        config.delegation_tokens.secret = Some(Secret::new(secret));
+    } else if config.delegation_tokens.secret.is_some() {
+        // The secret came from the file: the file must not be readable by other users.
+        tokens_config::check_secret_file(path)?;
     }
     config.validate()?;
     Ok(config)
@@ -475,6 +491,8 @@ struct EnvOverrides {
     keys: Vec<(String, String)>,
     /// `PORTCULLIS_UPSTREAM__PASSWORD`, verbatim.
     password: Option<String>,
+    /// `PORTCULLIS_DELEGATION_TOKENS__SECRET`, verbatim.
+    token_secret: Option<String>,
 }
 
 impl EnvOverrides {
@@ -521,12 +539,16 @@ impl EnvOverrides {
                     message: "empty key segment".to_owned(),
                 });
             }
-            if key == PASSWORD_KEY {
+            if key == PASSWORD_KEY || key == TOKEN_SECRET_KEY {
                 let value = value.into_string().map_err(|_| ConfigError::Env {
                     var: name.to_owned(),
                     message: "not valid UTF-8".to_owned(),
                 })?;
-                found.password = Some(value);
+                if key == PASSWORD_KEY {
+                    found.password = Some(value);
+                } else {
+                    found.token_secret = Some(value);
+                }
             }
             found.keys.push((key, name.to_owned()));
         }
@@ -595,6 +617,145 @@ fn figment_error(
     }
 }
 
+pub use tokens_config::{DelegationTokensConfig, TOKEN_SECRET_KEY};
+
+/// `[delegation_tokens]`: Kafka's `delegation.token.*` settings, self-contained with their
+/// validation and the rule for a secret kept in the configuration file.
+mod tokens_config {
+    use std::path::Path;
+
+    use portcullis::secret::Secret;
+    use portcullis::tokens::{
+        DEFAULT_EXPIRY_CHECK_INTERVAL_MS, DEFAULT_EXPIRY_TIME_MS, DEFAULT_MAX_LIFETIME_MS,
+    };
+    use serde::Deserialize;
+
+    use super::{invalid, ConfigError};
+
+    /// The key read from the environment verbatim (`PORTCULLIS_DELEGATION_TOKENS__SECRET`).
+    pub const TOKEN_SECRET_KEY: &str = "delegation_tokens.secret";
+
+    /// `[delegation_tokens]`.
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct DelegationTokensConfig {
+        /// `delegation.token.secret.key`: the HMAC key of every token. Tokens are enabled iff
+        /// it is set and not empty. From the file (which must then not be readable by other
+        /// users) or from `PORTCULLIS_DELEGATION_TOKENS__SECRET`; never logged or echoed.
+        #[serde(default, deserialize_with = "super::secret_string::deserialize")]
+        pub secret: Option<Secret>,
+        /// `delegation.token.max.lifetime.ms`.
+        #[serde(default = "default_max_lifetime_ms")]
+        pub max_lifetime_ms: i64,
+        /// `delegation.token.expiry.time.ms`.
+        #[serde(default = "default_expiry_time_ms")]
+        pub expiry_time_ms: i64,
+        /// `delegation.token.expiry.check.interval.ms`.
+        #[serde(default = "default_expiry_check_interval_ms")]
+        pub expiry_check_interval_ms: i64,
+        /// Beyond Kafka: accept a SCRAM login whose user name is a live token id as that token,
+        /// without the `tokenauth` extension (for librdkafka, kafkajs, franz-go). SCRAM users with
+        /// token-id-shaped names are then refused (see docs/security.md).
+        #[serde(default)]
+        pub accept_token_without_extension: bool,
+    }
+
+    impl Default for DelegationTokensConfig {
+        fn default() -> Self {
+            Self {
+                secret: None,
+                max_lifetime_ms: default_max_lifetime_ms(),
+                expiry_time_ms: default_expiry_time_ms(),
+                expiry_check_interval_ms: default_expiry_check_interval_ms(),
+                accept_token_without_extension: false,
+            }
+        }
+    }
+
+    fn default_max_lifetime_ms() -> i64 {
+        DEFAULT_MAX_LIFETIME_MS
+    }
+    fn default_expiry_time_ms() -> i64 {
+        DEFAULT_EXPIRY_TIME_MS
+    }
+    fn default_expiry_check_interval_ms() -> i64 {
+        DEFAULT_EXPIRY_CHECK_INTERVAL_MS
+    }
+
+    impl DelegationTokensConfig {
+        /// Whether tokens are enabled (Kafka: the secret is set and not empty).
+        pub fn enabled(&self) -> bool {
+            self.secret.as_ref().is_some_and(|s| !s.expose().is_empty())
+        }
+
+        /// Kafka's ranges: every duration at least 1 ms.
+        pub(super) fn validate(&self) -> Result<(), ConfigError> {
+            for (key, value) in [
+                ("delegation_tokens.max_lifetime_ms", self.max_lifetime_ms),
+                ("delegation_tokens.expiry_time_ms", self.expiry_time_ms),
+                (
+                    "delegation_tokens.expiry_check_interval_ms",
+                    self.expiry_check_interval_ms,
+                ),
+            ] {
+                if value < 1 {
+                    return Err(invalid(key, format!("must be at least 1, got {value}")));
+                }
+            }
+            if self.accept_token_without_extension && !self.enabled() {
+                return Err(invalid(
+                    "delegation_tokens.accept_token_without_extension",
+                    "needs delegation_tokens.secret (tokens are disabled without it)",
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    /// A secret in the configuration file is refused when other users may read the file, and
+    /// warned about loudly when its group may.
+    #[cfg(unix)]
+    pub(super) fn check_secret_file(path: &Path) -> Result<(), ConfigError> {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|error| ConfigError::Read {
+                path: path.to_owned(),
+                error,
+            })?
+            .permissions()
+            .mode();
+        if mode & 0o004 != 0 {
+            return Err(invalid(
+                "delegation_tokens.secret",
+                format!(
+                    "{} is readable by every user of this machine (mode {:o}) and holds the token secret: \
+                     `chmod 600` it, or set PORTCULLIS_DELEGATION_TOKENS__SECRET instead",
+                    path.display(),
+                    mode & 0o777
+                ),
+            ));
+        }
+        if mode & 0o040 != 0 {
+            tracing::warn!(
+                file = %path.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the configuration file holds the delegation token secret and its group may read it; \
+                 anyone who reads it can mint every token's password"
+            );
+            eprintln!(
+                "warning: {} holds delegation_tokens.secret and is readable by its group",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn check_secret_file(_path: &Path) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
 /// Deserializes the upstream password without ever quoting the value in an error.
 mod secret_string {
     use std::fmt;
@@ -653,6 +814,7 @@ impl Config {
         if self.metrics.snapshot_file.is_some() && self.metrics.snapshot_interval_ms == 0 {
             return Err(invalid("metrics.snapshot_interval_ms", "must be positive"));
         }
+        self.delegation_tokens.validate()?;
         Ok(())
     }
 }
@@ -1261,5 +1423,81 @@ bootstrap_servers = ["127.0.0.1:19092"]
         assert_eq!(key_at(text, 15).as_deref(), Some("listener.tls.cert_file"));
         assert_eq!(key_at(text, 0).as_deref(), Some("listener.tls"));
         assert_eq!(key_at("a = [\n  \"x=y\",\n]\n", 8), None);
+    }
+
+    #[cfg(unix)]
+    fn with_mode(text: &str, mode: u32) -> tempfile::NamedTempFile {
+        use std::os::unix::fs::PermissionsExt;
+        let f = file(text);
+        std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        f
+    }
+
+    #[test]
+    fn tokens_are_disabled_without_a_secret() {
+        let config = load_env(GOOD, "PCT_TOK_OFF_", &[]).unwrap();
+        assert!(!config.delegation_tokens.enabled());
+        assert_eq!(config.delegation_tokens.max_lifetime_ms, 604_800_000);
+        assert_eq!(config.delegation_tokens.expiry_time_ms, 86_400_000);
+        assert_eq!(config.delegation_tokens.expiry_check_interval_ms, 3_600_000);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_in_a_file_others_can_read_is_refused_and_never_shown() {
+        let text = format!("{GOOD}\n[delegation_tokens]\nsecret = \"hunter2-token-key\"\n");
+        let f = with_mode(&text, 0o644);
+        let err = load_with_env_prefix(f.path(), "PCT_TOK_PERM_")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("chmod 600"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let f = with_mode(&text, 0o600);
+        let config = load_with_env_prefix(f.path(), "PCT_TOK_PERM_").unwrap();
+        assert!(config.delegation_tokens.enabled());
+        assert!(!format!("{config:?}").contains("hunter2"));
+        // Group-readable: accepted with a warning.
+        let f = with_mode(&text, 0o640);
+        assert!(load_with_env_prefix(f.path(), "PCT_TOK_PERM_").is_ok());
+    }
+
+    #[test]
+    fn the_env_secret_is_taken_verbatim_and_needs_no_private_file() {
+        let config = load_env(
+            GOOD,
+            "PCT_TOK_ENV_",
+            &[
+                ("DELEGATION_TOKENS__SECRET", "1234"),
+                ("DELEGATION_TOKENS__EXPIRY_TIME_MS", "5000"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            config.delegation_tokens.secret.as_ref().map(|s| s.expose()),
+            Some("1234")
+        );
+        assert_eq!(config.delegation_tokens.expiry_time_ms, 5000);
+        let err = load_env(GOOD, "PCT_TOK_ENV2_", &[("DELEGATION_TOKENS_SECRET", "x")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PCT_TOK_ENV2_DELEGATION_TOKENS__SECRET"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn token_settings_are_validated() {
+        let mut config = parse(GOOD);
+        config.delegation_tokens.expiry_time_ms = 0;
+        assert_eq!(invalid_key(&config), "delegation_tokens.expiry_time_ms");
+        let mut config = parse(GOOD);
+        config.delegation_tokens.accept_token_without_extension = true;
+        assert_eq!(
+            invalid_key(&config),
+            "delegation_tokens.accept_token_without_extension"
+        );
+        config.delegation_tokens.secret = Some(Secret::new(""));
+        assert!(!config.delegation_tokens.enabled());
     }
 }

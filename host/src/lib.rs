@@ -8,3 +8,5 @@ pub mod node;
 pub mod plugin_loader;
 pub mod server;
 pub mod services;
+pub mod store_writer;
+pub mod views;

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
-use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens};
-use portcullis::events::{Event, EventBus};
+use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
+use portcullis::events::EventBus;
 use portcullis::forwarding::ForwardingPolicy;
 use portcullis::local::acls::AclApis;
+use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
 use portcullis::local::LocalHandler;
 use portcullis::login::LoginModule;
@@ -25,8 +26,9 @@ use portcullis::registry::AuthorizerSettings;
 use portcullis::registry::{self, ForwardingSettings, Services};
 use portcullis::sasl::SaslMechanism;
 use portcullis::store::MetadataStore;
-use portcullis::store::{MetadataRecord, StoreError};
-use portcullis_plugin_stores::{apply_record, load_credentials, FileMetadataStore};
+use portcullis::store::StoreError;
+use portcullis::tokens::{TokenConfig, TokenManager};
+use portcullis_plugin_stores::FileMetadataStore;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
 // linked into the binary even where nothing else in the host uses it.
@@ -37,6 +39,7 @@ use portcullis_plugin_scram as _;
 
 use crate::config::{Config, PluginsConfig, SecurityProtocol};
 use crate::plugin_loader::{config_to_text, load_plugin_dir, PluginLoadReport};
+use crate::store_writer::StoreWriter;
 
 /// Everything a running node needs, built once at start.
 pub struct Node {
@@ -44,6 +47,10 @@ pub struct Node {
     pub config: Config,
     /// The embedded metadata store (holds the data directory's lock).
     pub store: Arc<FileMetadataStore>,
+    /// Appends to the store off the request path, group-committed.
+    pub writer: StoreWriter,
+    /// The delegation-token manager, when tokens are enabled.
+    pub tokens: Option<Arc<TokenManager>>,
     /// Every user's SCRAM credentials, kept up to date from the store.
     pub credentials: Arc<InMemoryCredentials>,
     /// The node's event bus.
@@ -143,6 +150,14 @@ pub enum NodeError {
     /// The audit log cannot be opened.
     #[error("audit.file: {0}")]
     Audit(std::io::Error),
+    /// `accept_token_without_extension` is on and SCRAM users have token-id-shaped names.
+    #[error(
+        "delegation_tokens.accept_token_without_extension: SCRAM user(s) {} have names shaped like \
+         delegation token ids, which this setting reserves for tokens; delete them \
+         (portcullis scram delete) or turn the setting off",
+        .0.join(", ")
+    )]
+    TokenShapedUsers(Vec<String>),
 }
 
 fn refused_note(refused: &[String]) -> String {
@@ -174,30 +189,50 @@ impl Node {
     /// # Errors
     /// [`NodeError`]; a locked or corrupt store refuses the start.
     pub fn build(config: Config) -> Result<Node, NodeError> {
-        let store = FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?;
+        let store =
+            Arc::new(FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?);
         let credentials = Arc::new(InMemoryCredentials::new());
-        load_credentials(&store, &credentials).map_err(NodeError::Store)?;
         let events = EventBus::new();
+        let tokens = token_manager(&config);
+        // The node's state is what it has applied from the log: replayed now, then followed, so
+        // every write (through the store writer, or offline before the start) reaches the views
+        // the same way.
+        crate::views::follow(
+            store.as_ref(),
+            Arc::clone(&credentials),
+            tokens.clone(),
+            events.clone(),
+        )
+        .map_err(NodeError::Store)?;
+        if config.delegation_tokens.accept_token_without_extension {
+            refuse_token_shaped_users(&credentials)?;
+        }
 
-        // Records appended while the node runs (by the credential APIs) reach the view at once.
-        let view = Arc::clone(&credentials);
-        let bus = events.clone();
-        store.add_listener(Box::new(move |record| {
-            apply_record(&view, record);
-            if let Some(event) = credential_event(record) {
-                bus.publish(event);
-            }
-        }));
-
+        let token_view: Arc<dyn TokenView> = match &tokens {
+            Some(manager) => Arc::clone(manager) as Arc<dyn TokenView>,
+            None => Arc::new(NoTokens),
+        };
         let services = Services::new(
             Arc::clone(&credentials) as Arc<dyn CredentialView>,
-            Arc::new(NoTokens),
+            token_view,
             events.clone(),
         );
         let assembly = assemble(&config, &services)?;
-        let store = Arc::new(store);
         let authorizer = build_authorizer(&config, &store, &events)?;
-        let local_handlers = local_handlers(&store, &credentials, authorizer.clone());
+        let local_handlers = local_handlers(
+            &credentials,
+            tokens.clone(),
+            authorizer.clone(),
+            config.delegation_tokens.accept_token_without_extension,
+        );
+        // Every view has replayed the log: the records kept from opening it are not needed.
+        store.release_startup_cache();
+        let writer = StoreWriter::start(Arc::clone(&store)).map_err(|e| {
+            NodeError::Store(portcullis::store::StoreError::Io {
+                path: store.path().display().to_string(),
+                source: e,
+            })
+        })?;
 
         // A credential removed or changed closes the sessions that used it, at once.
         let sessions = ReauthScheduler::new();
@@ -226,6 +261,8 @@ impl Node {
         Ok(Node {
             config,
             store,
+            writer,
+            tokens,
             credentials,
             events,
             mechanisms: assembly.mechanisms,
@@ -282,34 +319,64 @@ fn build_authorizer(
     ))))
 }
 
-/// The locally served security APIs: ACLs and SCRAM credentials.
+/// The locally served security APIs: ACLs, SCRAM credentials and delegation tokens (served also
+/// when tokens are disabled, answering DELEGATION_TOKEN_AUTH_DISABLED, as Kafka does).
 fn local_handlers(
-    store: &Arc<FileMetadataStore>,
     credentials: &Arc<InMemoryCredentials>,
+    tokens: Option<Arc<TokenManager>>,
     authorizer: Option<Arc<dyn Authorizer>>,
+    reserve_token_ids: bool,
 ) -> Vec<Arc<dyn LocalHandler>> {
-    let admin = Arc::new(crate::services::StoreCredentialAdmin::new(
-        Arc::clone(store),
-        Arc::clone(credentials),
-    ));
+    let admin = Arc::new(crate::services::StoreCredentialAdmin::new(Arc::clone(
+        credentials,
+    )));
     let mut handlers: Vec<Arc<dyn LocalHandler>> =
         AclApis::handlers(authorizer.clone()).into_iter().collect();
-    handlers.extend(ScramCredentialsApi::handlers(admin, authorizer));
+    handlers.extend(ScramCredentialsApi::handlers_reserving_token_ids(
+        admin,
+        authorizer.clone(),
+        reserve_token_ids,
+    ));
+    handlers.extend(DelegationTokenApis::handlers(tokens, authorizer));
     handlers
 }
 
-fn credential_event(record: &MetadataRecord) -> Option<Event> {
-    let (user, mechanism) = match record {
-        MetadataRecord::ScramCredential {
-            user, mechanism, ..
-        }
-        | MetadataRecord::RemoveScramCredential { user, mechanism } => (user, mechanism),
-        _ => return None,
-    };
-    Some(Event::CredentialChanged {
-        user: user.clone(),
-        mechanism: mechanism.mechanism_name().to_owned(),
-    })
+/// The token manager for `[delegation_tokens]`, when a secret enables tokens.
+fn token_manager(config: &Config) -> Option<Arc<TokenManager>> {
+    let settings = &config.delegation_tokens;
+    if !settings.enabled() {
+        return None;
+    }
+    let secret = settings.secret.clone()?;
+    let token_config = TokenConfig::new(secret)
+        .with_times(
+            settings.max_lifetime_ms,
+            settings.expiry_time_ms,
+            settings.expiry_check_interval_ms,
+        )
+        .with_accept_token_without_extension(settings.accept_token_without_extension);
+    Some(Arc::new(TokenManager::new(
+        token_config,
+        Arc::new(portcullis_plugin_scram::ScramTokenCrypto),
+        crate::services::now_ms(),
+    )))
+}
+
+/// With tokens accepted without the `tokenauth` extension, a SCRAM user whose name has the shape
+/// of a token id would be ambiguous: the node refuses to start until it is removed.
+fn refuse_token_shaped_users(credentials: &InMemoryCredentials) -> Result<(), NodeError> {
+    let mut shaped: Vec<String> = credentials
+        .users()
+        .into_iter()
+        .map(|(user, _, _)| user)
+        .filter(|user| portcullis::tokens::id::has_token_id_shape(user))
+        .collect();
+    shaped.sort();
+    shaped.dedup();
+    if shaped.is_empty() {
+        return Ok(());
+    }
+    Err(NodeError::TokenShapedUsers(shaped))
 }
 
 /// Builds the mechanisms, policy and upstream login for `config` with `services`, loading the

@@ -14,21 +14,20 @@ use portcullis::credentials::InMemoryCredentials;
 use portcullis::credentials::ScramMechanism;
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
 use portcullis::metrics::SecurityMetrics;
-use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::store::MetadataRecord;
 use portcullis_plugin_scram::credential_from_salted_password;
-use portcullis_plugin_stores::FileMetadataStore;
 
-/// KIP-554 changes applied to the metadata store. The store's listener (see `node.rs`) updates the
-/// in-memory credentials and publishes `CredentialChanged`, which revokes affected sessions.
+/// KIP-554 changes turned into metadata records. The handler persists them through the store
+/// writer; the node's view of the log (see `node.rs`) updates the in-memory credentials and
+/// publishes `CredentialChanged`, which revokes the sessions that used a changed credential.
 pub struct StoreCredentialAdmin {
-    store: Arc<FileMetadataStore>,
     credentials: Arc<InMemoryCredentials>,
 }
 
 impl StoreCredentialAdmin {
-    /// Creates the admin service.
-    pub fn new(store: Arc<FileMetadataStore>, credentials: Arc<InMemoryCredentials>) -> Self {
-        Self { store, credentials }
+    /// Creates the admin service over the node's credential view.
+    pub fn new(credentials: Arc<InMemoryCredentials>) -> Self {
+        Self { credentials }
     }
 }
 
@@ -39,8 +38,8 @@ impl CredentialAdmin for StoreCredentialAdmin {
         users
     }
 
-    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
-        let records: Vec<MetadataRecord> = changes
+    fn records(&self, changes: &[CredentialChange]) -> Vec<MetadataRecord> {
+        changes
             .iter()
             .filter_map(|change| match change {
                 CredentialChange::Upsert {
@@ -67,11 +66,7 @@ impl CredentialAdmin for StoreCredentialAdmin {
                 }
                 _ => None,
             })
-            .collect();
-        self.store
-            .append(&records)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .collect()
     }
 }
 
@@ -210,9 +205,37 @@ pub fn spawn_credential_refresh(
     });
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the epoch: the time the host passes to the framework.
+pub fn now_ms() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Runs the delegation-token sweep: once at start (tokens that expired while the node was down
+/// go at once), then whenever [`TokenManager::poll_timeout`](portcullis::tokens::TokenManager)
+/// says. Removals go through the store writer; a removal that loses a race with a renewal is
+/// dropped (the next sweep decides again).
+pub fn spawn_token_sweep(
+    manager: Arc<portcullis::tokens::TokenManager>,
+    writer: crate::store_writer::StoreWriter,
+) {
+    tokio::spawn(async move {
+        let mut batches = manager.expired(now_ms());
+        loop {
+            for batch in batches {
+                match writer.persist(batch).await {
+                    Ok(_) | Err(portcullis::local::PersistError::Conflict) => {}
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
+                    }
+                }
+            }
+            let due = manager.poll_timeout();
+            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            batches = manager.on_timeout(now_ms());
+        }
+    });
 }

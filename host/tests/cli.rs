@@ -415,3 +415,178 @@ fn scram_add_refuses_a_locked_store_and_an_empty_password() {
     );
     drop(held);
 }
+
+#[test]
+fn scram_list_never_writes_and_works_while_a_node_holds_the_store() {
+    let s = Setup::new();
+    let config = path(&s.config);
+    let o = run(
+        &[
+            "scram",
+            "add",
+            "--config",
+            config,
+            "--user",
+            "alice",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--password-stdin",
+        ],
+        &[],
+        "alice-secret\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The remains of a write a crash interrupted: only a node opening the store for writing may
+    // cut them off (and it saves them first).
+    let log = s.data_dir().join("metadata.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(b"\x00\x00\x00\x40torn write");
+    std::fs::write(&log, &bytes).unwrap();
+    let listing = |expect_user: &str| {
+        let o = run(&["scram", "list", "--config", config], &[], "");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains(expect_user), "{}", stdout(&o));
+    };
+    listing("alice");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        bytes,
+        "scram list changed the log"
+    );
+    let entries: Vec<String> = std::fs::read_dir(s.data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !entries.iter().any(|e| e.contains("dropped")),
+        "scram list saved bytes aside: {entries:?}"
+    );
+    // While a node holds the lock, listing still works.
+    let held = portcullis_plugin_stores::FileMetadataStore::open(s.data_dir()).unwrap();
+    listing("alice");
+    drop(held);
+}
+
+#[test]
+fn check_config_says_whether_tokens_are_enabled_and_never_shows_the_secret() {
+    let s = Setup::new();
+    let o = run(&["check-config", "--config", path(&s.config)], &[], "");
+    assert!(
+        stdout(&o).contains("tokens:      disabled"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(
+        &["check-config", "--config", path(&s.config)],
+        &[("PORTCULLIS_DELEGATION_TOKENS__SECRET", "do-not-print-me")],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("tokens:      enabled (max lifetime 604800000 ms"),
+        "{out}"
+    );
+    assert!(!out.contains("do-not-print-me") && !stderr(&o).contains("do-not-print-me"));
+}
+
+#[test]
+fn scram_add_refuses_token_shaped_names_when_tokens_need_no_extension() {
+    let s = Setup::new();
+    let add = |env: &[(&str, &str)]| {
+        run(
+            &[
+                "scram",
+                "add",
+                "--config",
+                path(&s.config),
+                "--user",
+                "AAAAAAAAQACAAAAAAAAAAA",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-stdin",
+            ],
+            env,
+            "pw\n",
+        )
+    };
+    let o = add(&[
+        ("PORTCULLIS_DELEGATION_TOKENS__SECRET", "k"),
+        (
+            "PORTCULLIS_DELEGATION_TOKENS__ACCEPT_TOKEN_WITHOUT_EXTENSION",
+            "true",
+        ),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("shape of a delegation token id"),
+        "{}",
+        stderr(&o)
+    );
+    // Without the setting the name is an ordinary user name.
+    assert_eq!(add(&[]).status.code(), Some(0), "{}", stderr(&add(&[])));
+}
+
+#[test]
+fn store_check_and_recover_after_damage() {
+    let s = Setup::new();
+    let config = path(&s.config);
+    for user in ["alice", "bob"] {
+        let o = run(
+            &[
+                "scram",
+                "add",
+                "--config",
+                config,
+                "--user",
+                user,
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password-stdin",
+            ],
+            &[],
+            "pw\n",
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = run(&["store", "check", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("2 SCRAM credentials"), "{}", stdout(&o));
+    // A flipped byte in the last (acknowledged) record.
+    let log = s.data_dir().join("metadata.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = bytes.len() - 5;
+    bytes[last] ^= 0x01;
+    std::fs::write(&log, &bytes).unwrap();
+    let o = run(&["store", "check", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("would refuse to start"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["scram", "list", "--config", config], &[], "");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "listing must not repair: {}",
+        stdout(&o)
+    );
+    let o = run(&["store", "recover", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(2), "--accept-loss is required");
+    let o = run(
+        &["store", "recover", "--config", config, "--accept-loss"],
+        &[],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("kept 1 records"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("acknowledged bytes were lost"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["scram", "list", "--config", config], &[], "");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("alice") && !stdout(&o).contains("bob"));
+}

@@ -34,7 +34,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 : "${KAFKA_ADMIN_USER:=admin}"
 : "${KAFKA_ADMIN_PASSWORD:=admin-secret}"
 : "${KAFKA_ACL_USERS:=bob:bob-secret carol:carol-secret dave:dave-secret}"
-export KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS
+# Enables delegation tokens (KIP-48) on the broker, the reference for tests/interop/test_delegation_tokens.py.
+: "${KAFKA_DELEGATION_TOKEN_SECRET:=kafka-token-secret}"
+export KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS KAFKA_DELEGATION_TOKEN_SECRET
 
 # In Kafka 4.4 the storage tool is still the Scala object in kafka_2.13 (checked with `unzip -l`:
 # kafka/tools/StorageTool.class; org.apache.kafka.tools has no StorageTool).
@@ -99,6 +101,7 @@ sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER}
 allow.everyone.if.no.acl.found=false
+delegation.token.secret.key=${KAFKA_DELEGATION_TOKEN_SECRET}
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";

@@ -11,7 +11,7 @@ use crate::authorizer::RequestContext;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
-use crate::local::{LocalRequest, LocalResponse};
+use crate::local::{Effect, LocalRequest};
 use crate::protocol::api::{API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::header::RequestHeader;
 use crate::protocol::{header, produce};
@@ -91,11 +91,17 @@ pub(super) fn on_request(
             );
             respond(session, response)
         }
-        _ => route(conn, session, &header, frame),
+        _ => route(conn, session, &header, frame, now_ms),
     }
 }
 
-fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Bytes) -> Transition {
+fn route(
+    conn: &Connection,
+    session: Session,
+    header: &RequestHeader,
+    frame: Bytes,
+    now_ms: i64,
+) -> Transition {
     let (api_key, version, correlation_id) =
         (header.api_key, header.api_version, header.correlation_id);
     let table = conn.config.api_versions.load();
@@ -153,12 +159,18 @@ fn route(conn: &Connection, session: Session, header: &RequestHeader, frame: Byt
                     body: frame.get(header.header_len..).unwrap_or_default(),
                     session: &session,
                     client_address: conn.client_address,
+                    listener: &conn.config.listener,
+                    now_ms,
                 };
                 match handler.handle(&request) {
-                    LocalResponse::Respond(bytes) => {
+                    Effect::Respond(bytes) => {
                         (State::Authenticated(session), vec![Action::Respond(bytes)])
                     }
-                    LocalResponse::Close(reason) => close(CloseReason::InvalidRequest(reason)),
+                    Effect::Persist(persist) => (
+                        State::Authenticated(session),
+                        vec![Action::Persist(persist)],
+                    ),
+                    Effect::Close(reason) => close(CloseReason::InvalidRequest(reason)),
                 }
             }
             None => close(CloseReason::Unsupported(format!(

@@ -195,12 +195,17 @@ impl std::fmt::Debug for ConnectionConfig {
 }
 
 /// What the host must do next, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 #[must_use]
 pub enum Action {
     /// Write this frame to the client (the host adds the 4-byte size prefix). It takes its place
     /// in the response order behind every earlier forwarded request.
     Respond(Bytes),
+    /// A local handler's write: append the batch to the metadata store (off the request path),
+    /// then [`Persist::complete`](crate::local::Persist::complete) it with the outcome and carry
+    /// out the [`Effect`](crate::local::Effect) it returns — a response that takes this request's
+    /// place in the response order, a close, or another persist.
+    Persist(crate::local::Persist),
     /// Forward the client's frame unchanged to the upstream broker this connection targets.
     Forward(Forwarded),
     /// Write what is queued, then close the connection after this delay (a failed authentication).
@@ -211,6 +216,21 @@ pub enum Action {
     /// forwarded), then close. Kafka processes one request at a time per connection, so a request
     /// that arrives after a session expired is only read once every earlier one was answered.
     CloseAfterInFlight(CloseReason),
+}
+
+/// Actions compare by content, except [`Action::Persist`], whose continuation cannot be compared:
+/// a persist is never equal to anything (tests match it with a pattern instead).
+impl PartialEq for Action {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Action::Respond(a), Action::Respond(b)) => a == b,
+            (Action::Forward(a), Action::Forward(b)) => a == b,
+            (Action::CloseAfter(a), Action::CloseAfter(b)) => a == b,
+            (Action::Close(a), Action::Close(b)) => a == b,
+            (Action::CloseAfterInFlight(a), Action::CloseAfterInFlight(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// A request to forward.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
 use super::{Action, Authenticating, CloseReason, Connection, SaslFraming, Session, State};
+use crate::credentials::CredentialId;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::principal::AuthenticationContext;
@@ -350,15 +351,11 @@ fn complete(
     let max_reauth_ms = conn.config.max_reauth_ms_for(&mechanism);
     let lifetime_ms = session_lifetime_ms(max_reauth_ms, done.credential_expiry_ms, now_ms);
     let expires_at_ms = lifetime_ms.map(|l| now_ms.saturating_add(l));
+    let credential = credential_of(&done, &mechanism);
     let config = &conn.config;
     match previous {
         None => {
-            let ticket = config.sessions.register(
-                &principal,
-                &mechanism,
-                done.token_id.clone(),
-                expires_at_ms,
-            );
+            let ticket = config.sessions.register(credential, expires_at_ms);
             config.metrics.successful_authentication();
             config.events.publish(Event::SessionAuthenticated {
                 principal: principal.clone(),
@@ -394,7 +391,9 @@ fn complete(
             Err(message)
         }
         Some(previous) => {
-            config.sessions.renew(&previous.ticket, expires_at_ms);
+            config
+                .sessions
+                .renew(&previous.ticket, expires_at_ms, credential);
             config.metrics.successful_reauthentication();
             config.events.publish(Event::SessionReauthenticated {
                 principal: principal.clone(),
@@ -413,6 +412,16 @@ fn complete(
                 ticket: previous.ticket,
             })
         }
+    }
+}
+
+/// What authenticated the client, as the mechanism reported it; a token id or the mechanism and
+/// authorization id when it reported nothing.
+fn credential_of(done: &Authenticated, mechanism: &str) -> CredentialId {
+    match (&done.credential, &done.token_id) {
+        (Some(credential), _) => credential.clone(),
+        (None, Some(token_id)) => CredentialId::token(token_id.clone()),
+        (None, None) => CredentialId::plugin(mechanism, done.authorization_id.clone()),
     }
 }
 

@@ -662,9 +662,15 @@ fn a_revoked_session_is_closed_at_its_next_request() {
     let (mut c, _) = conn();
     let _ = handshake(&mut c, 1, "TEST");
     let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    // The test mechanism reports no credential: the session belongs to its mechanism and
+    // authorization id, and a same-named SCRAM credential has nothing to do with it.
     let n = c.config.sessions.handle_event(&Event::CredentialChanged {
         user: "alice".into(),
-        mechanism: "TEST".into(),
+        mechanism: "SCRAM-SHA-512".into(),
+    });
+    assert_eq!(n, 0);
+    let n = c.config.sessions.handle_event(&Event::CredentialRevoked {
+        credential: crate::credentials::CredentialId::plugin("TEST", "alice"),
     });
     assert_eq!(n, 1);
     let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);

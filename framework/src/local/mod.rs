@@ -1,10 +1,15 @@
 //! Security APIs that Portcullis answers itself (never forwarded with its service identity).
 //!
 //! A handler decodes the body with the bounds-checked [`crate::protocol::reader::Reader`],
-//! applies Kafka's rules and answers. What it changes goes through a service trait the host
-//! implements (the store does the I/O), so the rules stay testable here without files or sockets.
+//! applies Kafka's rules against the node's views (which are derived from the metadata log) and
+//! returns an [`Effect`]: answer now, or persist these records and then answer. It never does
+//! I/O itself: the host appends the records off the request path (group-committed with other
+//! connections' writes) and calls the continuation once they are durable — and, because the
+//! views follow the log, already applied — so the rules stay testable here without files or
+//! sockets.
 
 pub mod acls;
+pub mod delegation_tokens;
 pub mod scram_credentials;
 
 use std::net::IpAddr;
@@ -13,6 +18,7 @@ use bytes::Bytes;
 
 use crate::connection::Session;
 use crate::protocol::header::RequestHeader;
+use crate::store::{AppendBatch, MetadataStore, Offset, StoreError};
 
 /// A request routed to a local handler.
 #[derive(Debug)]
@@ -26,17 +32,111 @@ pub struct LocalRequest<'a> {
     pub session: &'a Session,
     /// The client's address.
     pub client_address: IpAddr,
+    /// The listener's name.
+    pub listener: &'a str,
+    /// When the request arrived, ms since the epoch (handlers never read clocks).
+    pub now_ms: i64,
 }
 
-/// What a handler answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a handler wants done.
+#[derive(Debug)]
 #[must_use]
-pub enum LocalResponse {
-    /// This response frame.
+pub enum Effect {
+    /// Answer with this response frame.
     Respond(Bytes),
+    /// Make these records durable, then answer with what the continuation decides.
+    Persist(Persist),
     /// The request cannot be parsed: close the connection (Kafka's behaviour for an unparseable
     /// request).
     Close(String),
+}
+
+/// The historical name of [`Effect`].
+pub type LocalResponse = Effect;
+
+/// Why a persist did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PersistError {
+    /// A condition of the batch no longer held: the view the decision was taken on has moved on
+    /// (another writer changed the same thing first). Nothing was written.
+    Conflict,
+    /// The store failed; nothing is known to be written. The reason is for logs, not clients.
+    Failed(String),
+}
+
+impl From<StoreError> for PersistError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { .. } => PersistError::Conflict,
+            other => PersistError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// The outcome of a persist: the offset of the first record, or why it did not happen.
+pub type PersistOutcome = Result<Offset, PersistError>;
+
+type Continuation = Box<dyn FnOnce(PersistOutcome, i64) -> Effect + Send>;
+
+/// Records to make durable, and what to do once they are (or are not).
+#[must_use]
+pub struct Persist {
+    batch: AppendBatch,
+    then: Continuation,
+}
+
+impl Persist {
+    /// Persist `batch`, then call `then` with the outcome and the time it completed (ms since the
+    /// epoch). `then` may answer, close, or persist again (for example after a conflict, once it
+    /// has re-checked the request against the views).
+    pub fn new(
+        batch: AppendBatch,
+        then: impl FnOnce(PersistOutcome, i64) -> Effect + Send + 'static,
+    ) -> Self {
+        Self {
+            batch,
+            then: Box::new(then),
+        }
+    }
+
+    /// The records and their conditions.
+    pub fn batch(&self) -> &AppendBatch {
+        &self.batch
+    }
+
+    /// Runs the continuation with the outcome of the append.
+    pub fn complete(self, outcome: PersistOutcome, now_ms: i64) -> Effect {
+        (self.then)(outcome, now_ms)
+    }
+}
+
+impl std::fmt::Debug for Persist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Persist")
+            .field("records", &self.batch.records.len())
+            .field("conditions", &self.batch.conditions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Effect {
+    /// Carries out every persist synchronously on `store` until the effect answers or closes:
+    /// for tests, tools and fuzz targets (a node appends off the request path instead).
+    pub fn resolve(self, store: &dyn MetadataStore, now_ms: i64) -> Effect {
+        let mut effect = self;
+        loop {
+            match effect {
+                Effect::Persist(persist) => {
+                    let outcome = store
+                        .append_batch(persist.batch())
+                        .map_err(PersistError::from);
+                    effect = persist.complete(outcome, now_ms);
+                }
+                done => return done,
+            }
+        }
+    }
 }
 
 /// Whether the session may perform `operation` on the CLUSTER resource (what the ACL and
@@ -46,20 +146,33 @@ pub(crate) fn cluster_allowed(
     request: &LocalRequest<'_>,
     operation: crate::acl::AclOperation,
 ) -> bool {
+    allowed(
+        authorizer,
+        request,
+        operation,
+        crate::acl::ResourceType::Cluster,
+        crate::acl::CLUSTER_NAME,
+    )
+}
+
+/// Whether the session may perform `operation` on the LITERAL resource `resource_type:name`.
+pub(crate) fn allowed(
+    authorizer: &dyn crate::authorizer::Authorizer,
+    request: &LocalRequest<'_>,
+    operation: crate::acl::AclOperation,
+    resource_type: crate::acl::ResourceType,
+    name: &str,
+) -> bool {
     use crate::authorizer::{Action, Decision, RequestContext};
     let context = RequestContext::new(
         request.session.principal.clone(),
         request.client_address,
-        "",
+        request.listener,
         request.header.api_key,
         request.header.api_version,
         request.header.correlation_id,
     );
-    let action = Action::new(
-        operation,
-        crate::acl::ResourceType::Cluster,
-        crate::acl::CLUSTER_NAME,
-    );
+    let action = Action::new(operation, resource_type, name);
     authorizer
         .authorize(&context, &[action])
         .first()
@@ -73,5 +186,5 @@ pub trait LocalHandler: Send + Sync {
     /// The versions served, `(min, max)`.
     fn versions(&self) -> (i16, i16);
     /// Answers one request.
-    fn handle(&self, request: &LocalRequest<'_>) -> LocalResponse;
+    fn handle(&self, request: &LocalRequest<'_>) -> Effect;
 }

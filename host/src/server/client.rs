@@ -197,6 +197,11 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                         });
                     }
                 }
+                Action::Persist(persist) => {
+                    if let Some(end) = self.carry_out_persist(persist).await {
+                        return Ok(Some(end));
+                    }
+                }
                 Action::CloseAfter(delay) => {
                     self.write_ready().await?;
                     tokio::time::sleep(delay).await;
@@ -342,6 +347,26 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         match self.target {
             Target::Bootstrap => "bootstrap".to_owned(),
             Target::Broker(node_id) => format!("broker {node_id}"),
+        }
+    }
+}
+
+// ---- Local writes: the Persist effect (delegation tokens, ACLs, SCRAM credentials) ----------
+
+impl<S: AsyncRead + AsyncWrite> Driver<S> {
+    /// Appends a local handler's records through the store writer, off the request path, and
+    /// queues the answer its continuation builds in this request's place. The connection reads
+    /// nothing more meanwhile (Kafka answers one request of a connection at a time); other
+    /// connections are served by other tasks.
+    async fn carry_out_persist(&mut self, persist: portcullis::local::Persist) -> Option<End> {
+        match super::persist::run(self.shared.store_writer.as_ref(), persist).await {
+            super::persist::Finished::Respond(frame) => {
+                self.queue.push_ready(frame);
+                None
+            }
+            super::persist::Finished::Close(reason) => {
+                Some(End::Closed(CloseReason::InvalidRequest(reason)))
+            }
         }
     }
 }

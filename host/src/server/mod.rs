@@ -18,6 +18,7 @@ pub mod brokers;
 mod client;
 pub mod frames;
 mod listeners;
+mod persist;
 pub mod queue;
 pub mod rewrite;
 pub mod tls;
@@ -82,6 +83,8 @@ pub struct ServerParts {
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// Locally served security APIs.
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
+    /// Where the local APIs' writes go (`None`: they fail with the store error).
+    pub store_writer: Option<crate::store_writer::StoreWriter>,
 }
 
 impl std::fmt::Debug for ServerParts {
@@ -111,6 +114,7 @@ pub(crate) struct Shared {
     broker_listeners: BrokerListeners,
     tls: Option<TlsAcceptor>,
     shutdown: watch::Receiver<bool>,
+    store_writer: Option<crate::store_writer::StoreWriter>,
 }
 
 /// A bound, not yet serving, Portcullis server.
@@ -195,6 +199,7 @@ impl Server {
             broker_listeners: BrokerListeners::new(local.ip(), listener.broker_port_base),
             tls,
             shutdown,
+            store_writer: parts.store_writer,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -258,6 +263,7 @@ impl ServerParts {
             metrics: node.metrics.clone(),
             authorizer: node.authorizer.clone(),
             local_handlers: node.local_handlers.clone(),
+            store_writer: Some(node.writer.clone()),
         }
     }
 }
@@ -269,6 +275,9 @@ pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
         node.sessions.clone(),
         &node.config.metrics,
     );
+    if let Some(tokens) = &node.tokens {
+        crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());
+    }
     run_parts(ServerParts::from_node(&node)).await
 }
 

@@ -1,8 +1,8 @@
 //! [`AclAuthorizer`]: Kafka's StandardAuthorizer semantics over a persistent ACL log.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use portcullis::acl::{
@@ -10,7 +10,7 @@ use portcullis::acl::{
 };
 use portcullis::authorizer::{
     AclAdmin, AclAdminError, Action, Authorization, Authorizer, DecidingRule, Decision,
-    RequestContext,
+    PreparedAclChange, RequestContext,
 };
 use portcullis::events::{Event, EventBus};
 use portcullis::principal::Principal;
@@ -75,17 +75,21 @@ pub enum AclAuthorizerError {
 /// Kafka's StandardAuthorizer (kafka-security-semantics §6.2, §6.3, §6.5) with an index that
 /// answers without scanning ACLs, over the node's [`MetadataStore`].
 ///
-/// Readers load an immutable snapshot ([`ArcSwap`]) and never lock. ACL changes are appended to
-/// the store (durable) first, then published as a new snapshot, so they apply to live
-/// connections at once and survive restarts.
+/// Readers load an immutable snapshot ([`ArcSwap`]) and never lock. The ACLs are a view of the
+/// metadata log: the authorizer subscribes to the store, and every ACL record appended (by this
+/// authorizer, or by the node's ACL APIs through the store writer) becomes a new snapshot before
+/// the append returns, so changes apply to live connections at once and survive restarts.
 pub struct AclAuthorizer {
     super_users: Box<[String]>,
     allow_everyone_if_no_acl_found: bool,
-    index: ArcSwap<Index>,
+    index: Arc<ArcSwap<Index>>,
     store: Arc<dyn MetadataStore>,
-    events: Option<EventBus>,
+    events: Arc<OnceLock<EventBus>>,
     /// Serialises ACL changes so the store's order and the snapshot's order agree.
     writer: Mutex<()>,
+    /// Serialises snapshot updates (from the subscription, and the direct apply after an append
+    /// to a store that cannot be followed).
+    applier: Arc<Mutex<()>>,
 }
 
 impl fmt::Debug for AclAuthorizer {
@@ -117,21 +121,63 @@ impl AclAuthorizer {
                 .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
             super_users.push(entry.to_owned());
         }
-        let index = Index::build(replay(store.snapshot()?)?);
-        tracing::info!(acls = index.len(), "ACL authorizer loaded");
+        // Replay into a buffer and build the index once, then apply what follows record by
+        // record: building incrementally from a large log would copy the index per chunk.
+        let index: Arc<ArcSwap<Index>> = Arc::new(ArcSwap::from_pointee(Index::default()));
+        let events: Arc<OnceLock<EventBus>> = Arc::new(OnceLock::new());
+        let applier = Arc::new(Mutex::new(()));
+        let replay_buffer: Arc<Mutex<Option<Vec<MetadataRecord>>>> =
+            Arc::new(Mutex::new(Some(Vec::new())));
+        let follower = {
+            let (index, events, applier, buffer) = (
+                Arc::clone(&index),
+                Arc::clone(&events),
+                Arc::clone(&applier),
+                Arc::clone(&replay_buffer),
+            );
+            move |records: &[portcullis::store::StoredRecord]| {
+                let mut buffer = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+                match buffer.as_mut() {
+                    Some(replayed) => replayed.extend(
+                        records
+                            .iter()
+                            .filter(|r| is_acl_record(&r.record))
+                            .map(|r| r.record.clone()),
+                    ),
+                    None => {
+                        drop(buffer);
+                        apply_acl_records(
+                            &index,
+                            &events,
+                            &applier,
+                            records.iter().map(|r| &r.record),
+                        );
+                    }
+                }
+            }
+        };
+        store.subscribe(0, Box::new(follower))?;
+        let replayed = replay_buffer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
+        index.store(Arc::new(Index::build(replay(replayed)?)));
+        tracing::info!(acls = index.load().len(), "ACL authorizer loaded");
         Ok(Self {
             super_users: super_users.into_boxed_slice(),
             allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
-            index: ArcSwap::from_pointee(index),
+            index,
             store,
-            events: None,
+            events,
             writer: Mutex::new(()),
+            applier,
         })
     }
 
     /// Publishes [`Event::AclsChanged`] on `events` after each change.
-    pub fn with_events(mut self, events: EventBus) -> Self {
-        self.events = Some(events);
+    pub fn with_events(self, events: EventBus) -> Self {
+        let _ = self.events.set(events);
         self
     }
 
@@ -213,14 +259,65 @@ impl AclAuthorizer {
         Authorization { decision, rule }
     }
 
-    fn publish(&self, created: usize, deleted: usize) {
-        if let Some(events) = &self.events {
-            events.publish(Event::AclsChanged { created, deleted });
-        }
-    }
-
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, ()> {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn is_acl_record(record: &MetadataRecord) -> bool {
+    matches!(
+        record,
+        MetadataRecord::Acl { .. } | MetadataRecord::RemoveAcl { .. }
+    )
+}
+
+/// Applies ACL records (in log order) to the snapshot and publishes what changed. Applying the
+/// same records twice changes nothing the second time.
+fn apply_acl_records<'a>(
+    index: &ArcSwap<Index>,
+    events: &OnceLock<EventBus>,
+    applier: &Mutex<()>,
+    records: impl Iterator<Item = &'a MetadataRecord>,
+) {
+    // The last record of a binding decides whether it exists.
+    let mut last: BTreeMap<&AclBinding, bool> = BTreeMap::new();
+    for record in records {
+        match record {
+            MetadataRecord::Acl { binding } => {
+                last.insert(binding, true);
+            }
+            MetadataRecord::RemoveAcl { binding } => {
+                last.insert(binding, false);
+            }
+            _ => {}
+        }
+    }
+    if last.is_empty() {
+        return;
+    }
+    let _serial = applier.lock().unwrap_or_else(PoisonError::into_inner);
+    let current = index.load_full();
+    let add: Vec<AclBinding> = last
+        .iter()
+        .filter(|(b, present)| **present && !current.contains(b))
+        .map(|(b, _)| (*b).clone())
+        .collect();
+    let remove: Vec<AclBinding> = last
+        .iter()
+        .filter(|(b, present)| !**present && current.contains(b))
+        .map(|(b, _)| (*b).clone())
+        .collect();
+    if add.is_empty() && remove.is_empty() {
+        return;
+    }
+    let mut next = (*current).clone();
+    let (added, removed) = next.apply(add, remove);
+    index.store(Arc::new(next));
+    if let Some(events) = events.get() {
+        events.publish(Event::AclsChanged {
+            created: added.len(),
+            deleted: removed.len(),
+        });
     }
 }
 
@@ -387,9 +484,60 @@ impl Authorizer for AclAuthorizer {
     }
 }
 
+impl AclAuthorizer {
+    /// Applies records this authorizer just appended. With the node's store the subscription
+    /// has already applied them (before `append` returned) and this changes nothing; with a store
+    /// that cannot be followed it is what makes them visible.
+    fn applied(&self, records: &[MetadataRecord]) {
+        apply_acl_records(&self.index, &self.events, &self.applier, records.iter());
+    }
+}
+
 impl AclAdmin for AclAuthorizer {
     fn create_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), AclAdminError>> {
         let _writer = self.lock_writer();
+        let Some(prepared) = self.prepare_create_acls(bindings) else {
+            return Vec::new();
+        };
+        if prepared.records.is_empty() {
+            return prepared.outcome;
+        }
+        if let Err(error) = self.store.append(&prepared.records) {
+            tracing::error!(%error, "storing ACLs failed");
+            let message = error.to_string();
+            return prepared
+                .outcome
+                .into_iter()
+                .map(|r| r.and(Err(AclAdminError::Store(message.clone()))))
+                .collect();
+        }
+        self.applied(&prepared.records);
+        prepared.outcome
+    }
+
+    fn delete_acls(
+        &self,
+        filters: &[AclBindingFilter],
+    ) -> Result<Vec<Vec<AclBinding>>, AclAdminError> {
+        let _writer = self.lock_writer();
+        let Some(prepared) = self.prepare_delete_acls(filters) else {
+            return Ok(Vec::new());
+        };
+        if prepared.records.is_empty() {
+            return Ok(prepared.outcome);
+        }
+        // One append: the removal is atomic across all filters.
+        self.store
+            .append(&prepared.records)
+            .map_err(|e| AclAdminError::Store(e.to_string()))?;
+        self.applied(&prepared.records);
+        Ok(prepared.outcome)
+    }
+
+    fn prepare_create_acls(
+        &self,
+        bindings: &[AclBinding],
+    ) -> Option<PreparedAclChange<Vec<Result<(), AclAdminError>>>> {
         let current = self.index.load_full();
         let mut results = Vec::with_capacity(bindings.len());
         let mut new: BTreeSet<AclBinding> = BTreeSet::new();
@@ -405,57 +553,34 @@ impl AclAdmin for AclAuthorizer {
                 }
             }
         }
-        if new.is_empty() {
-            return results;
-        }
-        let records: Vec<MetadataRecord> = new
-            .iter()
-            .map(|binding| MetadataRecord::Acl {
-                binding: binding.clone(),
-            })
+        let records = new
+            .into_iter()
+            .map(|binding| MetadataRecord::Acl { binding })
             .collect();
-        if let Err(error) = self.store.append(&records) {
-            tracing::error!(%error, "storing ACLs failed");
-            let message = error.to_string();
-            return results
-                .into_iter()
-                .map(|r| r.and(Err(AclAdminError::Store(message.clone()))))
-                .collect();
-        }
-        let mut next = (*current).clone();
-        let (added, _) = next.apply(new, Vec::new());
-        self.index.store(Arc::new(next));
-        self.publish(added.len(), 0);
-        results
+        Some(PreparedAclChange {
+            records,
+            outcome: results,
+        })
     }
 
-    fn delete_acls(
+    fn prepare_delete_acls(
         &self,
         filters: &[AclBindingFilter],
-    ) -> Result<Vec<Vec<AclBinding>>, AclAdminError> {
-        let _writer = self.lock_writer();
+    ) -> Option<PreparedAclChange<Vec<Vec<AclBinding>>>> {
         let current = self.index.load_full();
         let per_filter: Vec<Vec<AclBinding>> =
             filters.iter().map(|f| current.matching(f)).collect();
         let doomed: BTreeSet<&AclBinding> = per_filter.iter().flatten().collect();
-        if doomed.is_empty() {
-            return Ok(per_filter);
-        }
-        // One append: the removal is atomic across all filters.
-        let records: Vec<MetadataRecord> = doomed
-            .iter()
+        let records = doomed
+            .into_iter()
             .map(|binding| MetadataRecord::RemoveAcl {
-                binding: (*binding).clone(),
+                binding: binding.clone(),
             })
             .collect();
-        self.store
-            .append(&records)
-            .map_err(|e| AclAdminError::Store(e.to_string()))?;
-        let mut next = (*current).clone();
-        let (_, removed) = next.apply(Vec::new(), doomed.into_iter().cloned().collect());
-        self.index.store(Arc::new(next));
-        self.publish(0, removed.len());
-        Ok(per_filter)
+        Some(PreparedAclChange {
+            records,
+            outcome: per_filter,
+        })
     }
 
     fn describe_acls(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {

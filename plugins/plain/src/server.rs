@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use portcullis::credentials::CredentialView;
+use portcullis::credentials::{CredentialId, CredentialView};
 use portcullis::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
 };
@@ -112,14 +112,14 @@ impl PlainServerExchange {
         if !message.authzid.is_empty() && message.authzid != message.username {
             return Err(AuthFailure::Visible(AUTHZID_MISMATCH.to_owned()));
         }
-        if self.verifier.verify(
+        match self.verifier.verify_with(
             self.credentials.as_ref(),
             message.username,
             message.password,
         ) {
-            Ok(Authenticated::new(message.username))
-        } else {
-            Err(AuthFailure::Visible(INVALID_CREDENTIALS.to_owned()))
+            Some(mechanism) => Ok(Authenticated::new(message.username)
+                .with_credential(CredentialId::scram(message.username, mechanism))),
+            None => Err(AuthFailure::Visible(INVALID_CREDENTIALS.to_owned())),
         }
     }
 }

@@ -53,16 +53,28 @@ impl PasswordVerifier {
     /// Whether `password` is the password of `user`. Users without a usable credential cost the
     /// same PBKDF2 as users with one, so the time taken does not tell whether a user exists.
     pub fn verify(&self, credentials: &dyn CredentialView, user: &str, password: &str) -> bool {
+        self.verify_with(credentials, user, password).is_some()
+    }
+
+    /// Like [`verify`](Self::verify), and says which of the user's SCRAM credentials verified
+    /// the password (the session depends on that one: removing or changing it revokes the
+    /// session).
+    pub fn verify_with(
+        &self,
+        credentials: &dyn CredentialView,
+        user: &str,
+        password: &str,
+    ) -> Option<ScramMechanism> {
         let found = MECHANISM_PREFERENCE
             .into_iter()
             .find_map(|m| credentials.scram(user, m).map(|c| (m, c)));
         match found {
-            Some((mechanism, credential)) if usable(&credential) => {
-                self.check(user, mechanism, &credential, password)
-            }
+            Some((mechanism, credential)) if usable(&credential) => self
+                .check(user, mechanism, &credential, password)
+                .then_some(mechanism),
             _ => {
                 self.decoy(user, password);
-                false
+                None
             }
         }
     }

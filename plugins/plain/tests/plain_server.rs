@@ -269,3 +269,28 @@ fn registered_with_the_host_registry() {
         "alice"
     );
 }
+
+#[test]
+fn a_login_reports_the_scram_credential_that_verified_it() {
+    // Sessions are revoked by what authenticated them: a PLAIN login depends on the SCRAM
+    // credential its password was checked against (SHA-512 first, SHA-256 otherwise).
+    let (_, server) = setup();
+    let credential = |token: &[u8]| match login(&server, token) {
+        StepOutcome::Complete(done) => done.credential,
+        other => panic!("expected Complete, got {other:?}"),
+    };
+    assert_eq!(
+        credential(b"\0alice\0alice-pw"),
+        Some(portcullis::credentials::CredentialId::scram(
+            "alice",
+            ScramMechanism::Sha512
+        ))
+    );
+    assert_eq!(
+        credential(b"\0bob\0bob-pw"),
+        Some(portcullis::credentials::CredentialId::scram(
+            "bob",
+            ScramMechanism::Sha256
+        ))
+    );
+}

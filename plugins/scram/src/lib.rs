@@ -8,6 +8,8 @@
 //! - [`ScramClient`]: the client, for upstream logins, tests and load tools.
 //! - [`derive_credential`], [`credential_from_salted_password`], [`random_salt`]: credential
 //!   derivation for the credential APIs.
+//! - [`ScramTokenCrypto`]: what the framework's token manager needs from SCRAM — a delegation
+//!   token's credentials, derived from its Base64 HMAC with a salt of this node's own.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -22,6 +24,7 @@ mod keys;
 pub mod messages;
 mod nonce;
 mod server;
+mod tokens;
 
 pub use client::{SaltedPasswordCache, ScramClient, CLIENT_MAX_ITERATIONS};
 pub use keys::{
@@ -29,6 +32,7 @@ pub use keys::{
     SALT_LEN,
 };
 pub use server::{ScramServer, ScramServerExchange, AUTHZID_MISMATCH, TOKEN_AUTH_EXTENSION};
+pub use tokens::ScramTokenCrypto;
 
 fn build_sha256(services: &Services) -> Arc<dyn SaslMechanism> {
     Arc::new(ScramServer::from_services(ScramMechanism::Sha256, services))

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use portcullis::credentials::{CredentialView, ScramCredential, ScramMechanism, TokenView};
+use portcullis::credentials::{
+    CredentialId, CredentialView, ScramCredential, ScramMechanism, TokenView,
+};
 use portcullis::registry::Services;
 use portcullis::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
@@ -226,10 +228,13 @@ impl ScramServerExchange {
     /// Finds the credential to check the proof against; never fails, so that every client-first
     /// message that parses gets a server-first message of the same shape.
     fn lookup(&self, first: &ClientFirst) -> Verifier {
+        let name = first.username.as_str();
+        // `tokenauth=true` (Kafka's way), or — opted in, for clients that cannot send the
+        // extension — a user name with the shape of a token id (no SCRAM user may have one then).
         let token_auth = first
             .extension(TOKEN_AUTH_EXTENSION)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let name = first.username.as_str();
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || self.tokens.accepts_token_without_extension(name);
         if token_auth {
             match self.tokens.token(name, self.mechanism) {
                 None => self.decoy(name, "Token Authentication failed: Invalid tokenId"),
@@ -341,12 +346,16 @@ impl ScramServerExchange {
             Verifier::Known { identity, .. } => {
                 let server_final = format!("v={}", B64.encode(server_signature)).into_bytes();
                 let done = match identity {
-                    Identity::User(name) => Authenticated::new(name),
+                    Identity::User(name) => {
+                        let credential = CredentialId::scram(name.clone(), self.mechanism);
+                        Authenticated::new(name).with_credential(credential)
+                    }
                     Identity::Token {
                         id,
                         owner,
                         expiry_ms,
                     } => Authenticated::new(owner)
+                        .with_credential(CredentialId::token(id.clone()))
                         .with_token_id(Some(id))
                         .with_credential_expiry_ms(Some(expiry_ms)),
                 };

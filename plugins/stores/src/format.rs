@@ -1,37 +1,99 @@
-//! The on-disk format of the metadata log, without any I/O: encoding one frame, and scanning a
-//! whole file image back into records.
+//! The on-disk format of the metadata log (version 2), without any I/O: the file header, encoding
+//! one frame, and reading frames back.
 //!
 //! ```text
-//! file   = header frame*
-//! header = magic (8 bytes, "PCLSMLOG") | format version (u32, big-endian)
-//! frame  = length (u32 BE) | crc32c of payload (u32 BE) | payload (length bytes)
-//! payload = JSON array of MetadataRecord: the records of one `append` call
+//! file    = header frame*
+//! header  = magic "PCLSMLOG" | version u32 (2) | generation u64 | base_len u64 | crc32c u32  (32 bytes, big-endian)
+//! frame   = length u32 | crc32c(payload) u32 | payload
+//! payload = JSON {"offset": first record's offset, "records": [MetadataRecord, ...]}
 //! ```
 //!
-//! One frame holds one whole `append` batch, so a batch is all-or-nothing on disk: a crash in the
-//! middle of a write can only leave a partial *frame*, never a partial batch.
+//! - One frame holds one whole atomic batch: a crash can leave a partial *frame*, never a partial
+//!   batch. The records of a frame have consecutive offsets starting at `offset`.
+//! - `generation` counts the files the store has had: compaction writes the live records into a
+//!   new file of the next generation and renames it over the old one.
+//! - `base_len` is the length of the file when it became the log (its header for a new log; the
+//!   compacted records plus the tail copied after them for a compacted one): everything up to it
+//!   was durable before the file was renamed into place, so it counts as acknowledged even before
+//!   the commit record names the new generation (see `commit.rs`).
 
-use portcullis::store::MetadataRecord;
+use portcullis::store::{MetadataRecord, Offset, StoredRecord};
 
 /// Identifies a Portcullis metadata log.
 pub(crate) const MAGIC: [u8; 8] = *b"PCLSMLOG";
-/// The only format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
-/// Magic plus version.
-pub(crate) const HEADER_LEN: usize = 12;
+/// The format version this build writes.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The length of a version-2 header.
+pub(crate) const HEADER_LEN: usize = 32;
 /// Length plus checksum.
-const FRAME_HEADER_LEN: usize = 8;
+pub(crate) const FRAME_HEADER_LEN: usize = 8;
 /// The largest payload a frame may carry. A length field above this is damage, never a reason
-/// to allocate: scanning only ever slices the file image already in memory.
+/// to allocate: reading only ever slices the file image already in memory.
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
-/// The file header.
-pub(crate) fn file_header() -> [u8; HEADER_LEN] {
-    let mut header = [0u8; HEADER_LEN];
-    let (magic, version) = header.split_at_mut(MAGIC.len());
-    magic.copy_from_slice(&MAGIC);
-    version.copy_from_slice(&FORMAT_VERSION.to_be_bytes());
-    header
+/// A version-2 file header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    /// Which file of the store this is (1 for the first, +1 per compaction).
+    pub(crate) generation: u64,
+    /// How long the file was when it became the log.
+    pub(crate) base_len: u64,
+}
+
+impl Header {
+    /// The header's bytes.
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        let mut body = Vec::with_capacity(HEADER_LEN);
+        body.extend_from_slice(&MAGIC);
+        body.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+        body.extend_from_slice(&self.generation.to_be_bytes());
+        body.extend_from_slice(&self.base_len.to_be_bytes());
+        body.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        for (o, b) in out.iter_mut().zip(body) {
+            *o = b;
+        }
+        out
+    }
+}
+
+/// What the first bytes of a log file are.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// A version-2 log with this header.
+    V2(Header),
+    /// A version-1 log (written by earlier builds; read once, then rewritten as version 2).
+    V1,
+}
+
+/// Reads the header of a log image.
+pub(crate) fn read_header(image: &[u8]) -> Result<FileKind, Damage> {
+    if image.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
+        return Err(damage(0, "bad magic: not a Portcullis metadata log"));
+    }
+    match read_u32(image, MAGIC.len()) {
+        Some(1) => Ok(FileKind::V1),
+        Some(FORMAT_VERSION) => {
+            let (Some(generation), Some(base_len), Some(crc)) =
+                (read_u64(image, 12), read_u64(image, 20), read_u32(image, 28))
+            else {
+                return Err(damage(0, "incomplete file header"));
+            };
+            let computed = image.get(..28).map(crc32c::crc32c).unwrap_or(0);
+            if computed != crc {
+                return Err(damage(0, "file header checksum mismatch"));
+            }
+            Ok(FileKind::V2(Header {
+                generation,
+                base_len,
+            }))
+        }
+        Some(version) => Err(damage(
+            MAGIC.len(),
+            format!("unsupported format version {version} (this build reads versions 1 and {FORMAT_VERSION})"),
+        )),
+        None => Err(damage(0, "incomplete file header")),
+    }
 }
 
 /// Why a batch cannot be written.
@@ -45,12 +107,25 @@ pub(crate) enum EncodeError {
     Serialize(#[from] serde_json::Error),
 }
 
-/// Appends one frame holding `records` to `out`.
+#[derive(serde::Serialize)]
+struct PayloadOut<'a> {
+    offset: Offset,
+    records: &'a [MetadataRecord],
+}
+
+#[derive(serde::Deserialize)]
+struct PayloadIn {
+    offset: Offset,
+    records: Vec<MetadataRecord>,
+}
+
+/// Appends one frame holding `records` (at offsets `offset`, `offset + 1`, …) to `out`.
 pub(crate) fn encode_frame(
+    offset: Offset,
     records: &[MetadataRecord],
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let payload = serde_json::to_vec(records)?;
+    let payload = serde_json::to_vec(&PayloadOut { offset, records })?;
     if payload.len() > MAX_BATCH_BYTES {
         return Err(EncodeError::TooLarge { len: payload.len() });
     }
@@ -64,237 +139,134 @@ pub(crate) fn encode_frame(
     Ok(())
 }
 
-/// The result of scanning a log image that is not corrupt.
-#[derive(Debug)]
-pub(crate) struct Scan {
-    /// Every record of every intact frame, in order.
-    pub(crate) records: Vec<MetadataRecord>,
-    /// The length of the intact prefix. 0 means not even the header is intact (a new file).
-    pub(crate) valid_len: u64,
-    /// What follows the intact prefix.
-    pub(crate) tail: Tail,
-}
-
-/// What follows the intact prefix of the log.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Tail {
-    /// Nothing: the file ends on a frame boundary.
-    Clean,
-    /// The remains of a write that never completed, starting at `offset`.
-    Torn { offset: u64, reason: TornReason },
-}
-
-/// How a torn tail was recognised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TornReason {
-    /// The file is shorter than the header, and what is there is the start of the header.
-    PartialFileHeader,
-    /// Fewer than 8 bytes follow the last frame.
-    PartialFrameHeader,
-    /// The last frame's length runs past the end of the file, and no intact frame follows.
-    LengthPastEof,
-    /// The last frame is complete in length but its checksum fails, and nothing follows it.
-    LastChecksumMismatch,
-    /// Everything from here to the end is zero bytes (some file systems fill the unwritten end
-    /// of a file with zeros after a crash).
-    ZeroFilled,
-}
-
-impl std::fmt::Display for TornReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TornReason::PartialFileHeader => "partial file header",
-            TornReason::PartialFrameHeader => "partial record header",
-            TornReason::LengthPastEof => "record length runs past the end of the file",
-            TornReason::LastChecksumMismatch => "checksum mismatch in the last record",
-            TornReason::ZeroFilled => "zero-filled tail",
-        })
-    }
-}
-
-/// Damage the node must not start on.
+/// Damage: what is wrong and where, without any record content (records hold credentials).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Damage {
-    /// The byte offset where the damage starts (the start of the bad frame, or of the header field).
+    /// The byte offset where the damage starts.
     pub(crate) offset: u64,
-    /// What is wrong, without any record content (records hold credentials).
+    /// What is wrong.
     pub(crate) reason: String,
 }
 
-/// Scans a whole log image.
-///
-/// The rule that separates a torn tail from damage: a torn tail can only be the remains of the
-/// **last** write, so it must reach the end of the file and no intact frame may follow it. Any bad
-/// frame with intact data after it is damage.
-pub(crate) fn scan(image: &[u8]) -> Result<Scan, Damage> {
-    let header = file_header();
-    let Some(body) = image.get(HEADER_LEN..) else {
-        // Shorter than the header: the header write of a brand-new file never completed, or the
-        // file is not ours.
-        let tail = if image.is_empty() {
-            Tail::Clean
-        } else if header.starts_with(image) {
-            torn(0, TornReason::PartialFileHeader)
-        } else if all_zero(image) {
-            torn(0, TornReason::ZeroFilled)
-        } else {
-            return Err(damage(0, "bad magic: not a Portcullis metadata log"));
-        };
-        return Ok(Scan {
-            records: Vec::new(),
-            valid_len: 0,
-            tail,
-        });
-    };
-    if image.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
-        if all_zero(image) {
-            // We fsync the header before the first append, so a zero-filled file never held an
-            // acknowledged record.
-            return Ok(Scan {
-                records: Vec::new(),
-                valid_len: 0,
-                tail: torn(0, TornReason::ZeroFilled),
-            });
-        }
-        return Err(damage(0, "bad magic: not a Portcullis metadata log"));
-    }
-    let version = read_u32(image, MAGIC.len()).unwrap_or(0);
-    if version != FORMAT_VERSION {
-        return Err(damage(
-            MAGIC.len(),
-            format!(
-                "unsupported format version {version} (this build reads version {FORMAT_VERSION})"
-            ),
-        ));
-    }
-
-    let mut records = Vec::new();
-    let mut pos = HEADER_LEN;
-    let mut rest = body;
-    while !rest.is_empty() {
-        match read_frame(rest) {
-            Ok((batch, frame_len)) => {
-                records.extend(batch);
-                pos += frame_len;
-                rest = rest.get(frame_len..).unwrap_or_default();
-            }
-            Err(FrameFault::Torn(reason)) => {
-                return Ok(Scan {
-                    records,
-                    valid_len: pos as u64,
-                    tail: torn(pos, reason),
-                })
-            }
-            Err(FrameFault::Damaged(_)) if all_zero(rest) => {
-                return Ok(Scan {
-                    records,
-                    valid_len: pos as u64,
-                    tail: torn(pos, TornReason::ZeroFilled),
-                })
-            }
-            Err(FrameFault::Damaged(reason)) => return Err(damage(pos, reason)),
-        }
-    }
-    Ok(Scan {
-        records,
-        valid_len: pos as u64,
-        tail: Tail::Clean,
-    })
+/// One intact frame.
+pub(crate) struct Frame {
+    /// Its records with their offsets.
+    pub(crate) records: Vec<StoredRecord>,
+    /// Its length in the file, header included.
+    pub(crate) len: usize,
 }
 
-/// Why the frame at the start of a slice could not be read.
-enum FrameFault {
-    /// It is (so far as we can tell) the incomplete last write.
-    Torn(TornReason),
-    /// It is damaged.
-    Damaged(String),
+/// Why the bytes at a position are not an intact frame.
+#[derive(Debug)]
+pub(crate) enum FrameFault {
+    /// Fewer bytes than the frame needs: what a write cut short looks like.
+    Short,
+    /// The bytes are there but wrong (checksum, length, content).
+    Bad(String),
 }
 
-/// Reads the frame at the start of `rest`: its records and its total length.
-fn read_frame(rest: &[u8]) -> Result<(Vec<MetadataRecord>, usize), FrameFault> {
+/// Reads the frame at the start of `rest`.
+pub(crate) fn read_frame(rest: &[u8]) -> Result<Frame, FrameFault> {
     let (Some(len), Some(stored_crc)) = (read_u32(rest, 0), read_u32(rest, 4)) else {
-        return Err(FrameFault::Torn(TornReason::PartialFrameHeader));
+        return Err(FrameFault::Short);
     };
-    // Checked before anything else, so that a wild length can never look like a torn tail or
-    // size an allocation.
+    // Checked before anything else, so a wild length never sizes an allocation.
     let len = len as usize;
     if len > MAX_BATCH_BYTES {
-        return Err(FrameFault::Damaged(format!(
+        return Err(FrameFault::Bad(format!(
             "record length {len} exceeds the {MAX_BATCH_BYTES}-byte maximum"
         )));
     }
     if len == 0 {
-        return Err(FrameFault::Damaged("zero-length record".to_owned()));
+        return Err(FrameFault::Bad("zero-length record".to_owned()));
     }
     let frame_len = FRAME_HEADER_LEN + len;
     let Some(payload) = rest.get(FRAME_HEADER_LEN..frame_len) else {
-        // A length that runs past EOF is what a torn write looks like, but also what a damaged
-        // length field in the middle of the log looks like. Only the former has no intact frame
-        // after it.
-        return Err(match intact_frame_after(rest) {
-            Some(at) => FrameFault::Damaged(format!(
-                "record length {len} runs past the end of the file, but an intact record follows {at} bytes later"
-            )),
-            None => FrameFault::Torn(TornReason::LengthPastEof),
-        });
+        return Err(FrameFault::Short);
     };
     let computed_crc = crc32c::crc32c(payload);
     if computed_crc != stored_crc {
-        return Err(if rest.len() == frame_len {
-            FrameFault::Torn(TornReason::LastChecksumMismatch)
-        } else {
-            FrameFault::Damaged(format!(
-                "checksum mismatch (stored {stored_crc:#010x}, computed {computed_crc:#010x}) with more data after the record"
-            ))
-        });
+        return Err(FrameFault::Bad(format!(
+            "checksum mismatch (stored {stored_crc:#010x}, computed {computed_crc:#010x})"
+        )));
     }
-    // The checksum matches, so these are the bytes we wrote: if they do not parse, the log was
-    // written by something else (or a newer build) and truncating would destroy it.
-    let batch: Vec<MetadataRecord> = serde_json::from_slice(payload).map_err(|e| {
+    // The checksum matches, so these are the bytes that were written: if they do not parse, the
+    // log was written by something else (or a newer build).
+    let parsed: PayloadIn = serde_json::from_slice(payload).map_err(|e| {
         // Only the position and the category: serde's message may quote record content.
-        FrameFault::Damaged(format!(
+        FrameFault::Bad(format!(
             "unparseable record payload ({:?} error at line {} column {})",
             e.classify(),
             e.line(),
             e.column()
         ))
     })?;
-    if batch.is_empty() {
-        return Err(FrameFault::Damaged("empty record batch".to_owned()));
+    if parsed.records.is_empty() {
+        return Err(FrameFault::Bad("empty record batch".to_owned()));
     }
-    Ok((batch, frame_len))
-}
-
-/// The distance from the start of `rest` to the first intact frame after the frame that starts
-/// there, if any. Used only on the recovery path, so a linear search is fine.
-fn intact_frame_after(rest: &[u8]) -> Option<usize> {
-    (1..rest.len()).find(|&at| {
-        rest.get(at..).is_some_and(|candidate| {
-            // Every payload we write is a JSON array of objects; skip anything else cheaply
-            // before checksumming.
-            candidate.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + 2) == Some(b"[{".as_slice())
-                && read_frame(candidate).is_ok()
+    let records = parsed
+        .records
+        .into_iter()
+        .enumerate()
+        .map(|(i, record)| StoredRecord {
+            offset: parsed.offset + i as Offset,
+            record,
         })
+        .collect();
+    Ok(Frame {
+        records,
+        len: frame_len,
     })
 }
 
-fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+/// Reads every frame of `image[start..end]`, which must be whole, intact frames ending exactly at
+/// `end`, with offsets that only grow. Calls `each` with each frame's records.
+pub(crate) fn read_frames(
+    image: &[u8],
+    start: usize,
+    end: usize,
+    mut each: impl FnMut(Vec<StoredRecord>),
+) -> Result<(), Damage> {
+    let mut pos = start;
+    let mut next_min: Offset = 0;
+    while pos < end {
+        let rest = image.get(pos..end).unwrap_or_default();
+        match read_frame(rest) {
+            Ok(frame) => {
+                let first = frame.records.first().map_or(0, |r| r.offset);
+                if first < next_min {
+                    return Err(damage(
+                        pos,
+                        format!(
+                            "record offset {first} does not follow offset {}",
+                            next_min.saturating_sub(1)
+                        ),
+                    ));
+                }
+                next_min = frame.records.last().map_or(next_min, |r| r.offset + 1);
+                pos += frame.len;
+                each(frame.records);
+            }
+            Err(FrameFault::Short) => {
+                return Err(damage(pos, "the last acknowledged record is incomplete"))
+            }
+            Err(FrameFault::Bad(reason)) => return Err(damage(pos, reason)),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     let field: [u8; 4] = bytes.get(at..at.checked_add(4)?)?.try_into().ok()?;
     Some(u32::from_be_bytes(field))
 }
 
-fn all_zero(bytes: &[u8]) -> bool {
-    bytes.iter().all(|&b| b == 0)
+pub(crate) fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    let field: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_be_bytes(field))
 }
 
-fn torn(offset: usize, reason: TornReason) -> Tail {
-    Tail::Torn {
-        offset: offset as u64,
-        reason,
-    }
-}
-
-fn damage(offset: usize, reason: impl Into<String>) -> Damage {
+pub(crate) fn damage(offset: usize, reason: impl Into<String>) -> Damage {
     Damage {
         offset: offset as u64,
         reason: reason.into(),
@@ -313,62 +285,58 @@ mod tests {
         }
     }
 
-    fn image(batches: &[&[MetadataRecord]]) -> (Vec<u8>, Vec<usize>) {
-        let mut out = file_header().to_vec();
-        let mut starts = Vec::new();
-        for batch in batches {
-            starts.push(out.len());
-            encode_frame(batch, &mut out).unwrap();
+    #[test]
+    fn header_round_trips_and_detects_damage() {
+        let h = Header {
+            generation: 7,
+            base_len: 1234,
+        };
+        let mut bytes = h.encode().to_vec();
+        assert_eq!(read_header(&bytes).unwrap(), FileKind::V2(h));
+        bytes[15] ^= 1;
+        assert!(read_header(&bytes).is_err());
+    }
+
+    #[test]
+    fn frames_keep_their_offsets() {
+        let mut img = vec![0u8; 4];
+        encode_frame(5, &[removal("a"), removal("b")], &mut img).unwrap();
+        encode_frame(9, &[removal("c")], &mut img).unwrap();
+        let mut seen = Vec::new();
+        read_frames(&img, 4, img.len(), |rs| {
+            seen.extend(rs.into_iter().map(|r| r.offset))
+        })
+        .unwrap();
+        assert_eq!(seen, vec![5, 6, 9]);
+    }
+
+    #[test]
+    fn going_backwards_in_offsets_is_damage() {
+        let mut img = Vec::new();
+        encode_frame(5, &[removal("a")], &mut img).unwrap();
+        let second = img.len();
+        encode_frame(5, &[removal("b")], &mut img).unwrap();
+        let err = read_frames(&img, 0, img.len(), |_| {}).unwrap_err();
+        assert_eq!(err.offset, second as u64);
+    }
+
+    #[test]
+    fn a_cut_or_flipped_frame_is_damage_inside_the_committed_range() {
+        let mut img = Vec::new();
+        encode_frame(0, &[removal("a")], &mut img).unwrap();
+        for cut in 1..img.len() {
+            assert!(
+                read_frames(&img[..cut], 0, cut, |_| {}).is_err(),
+                "cut {cut}"
+            );
         }
-        (out, starts)
-    }
-
-    #[test]
-    fn round_trip_keeps_batches_and_order() {
-        let (img, _) = image(&[&[removal("a")], &[removal("b"), removal("c")]]);
-        let scan = scan(&img).unwrap();
-        assert_eq!(scan.records, vec![removal("a"), removal("b"), removal("c")]);
-        assert_eq!(scan.valid_len, img.len() as u64);
-        assert_eq!(scan.tail, Tail::Clean);
-    }
-
-    #[test]
-    fn every_prefix_of_the_last_frame_is_a_torn_tail() {
-        let (img, starts) = image(&[&[removal("a")], &[removal("b")]]);
-        let last = starts[1];
-        for cut in last + 1..img.len() {
-            let scan = scan(&img[..cut]).unwrap();
-            assert_eq!(scan.records, vec![removal("a")], "cut at {cut}");
-            assert_eq!(scan.valid_len, last as u64, "cut at {cut}");
-            assert!(matches!(scan.tail, Tail::Torn { offset, .. } if offset == last as u64));
+        for at in 0..img.len() {
+            let mut bad = img.clone();
+            bad[at] ^= 0x10;
+            assert!(
+                read_frames(&bad, 0, bad.len(), |_| {}).is_err(),
+                "flip {at}"
+            );
         }
-    }
-
-    #[test]
-    fn every_prefix_of_the_header_is_a_new_file() {
-        for cut in 1..HEADER_LEN {
-            let scan = scan(&file_header()[..cut]).unwrap();
-            assert_eq!(scan.valid_len, 0);
-            assert_eq!(scan.tail, torn(0, TornReason::PartialFileHeader));
-        }
-        assert_eq!(scan(&[]).unwrap().tail, Tail::Clean);
-    }
-
-    #[test]
-    fn a_checksummed_but_unknown_record_is_damage_even_at_the_end() {
-        let (mut img, _) = image(&[&[removal("a")]]);
-        let at = img.len();
-        let payload = br#"[{"type":"FromTheFuture"}]"#;
-        img.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        img.extend_from_slice(&crc32c::crc32c(payload).to_be_bytes());
-        img.extend_from_slice(payload);
-        let err = scan(&img).unwrap_err();
-        assert_eq!(err.offset, at as u64);
-        assert!(err.reason.contains("unparseable"), "{}", err.reason);
-        assert!(
-            !err.reason.contains("FromTheFuture"),
-            "record content leaked: {}",
-            err.reason
-        );
     }
 }

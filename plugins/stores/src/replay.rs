@@ -44,9 +44,7 @@ impl<'a> CredentialChange<'a> {
 /// Applies one record to `creds`: a SCRAM credential record adds or replaces the user's
 /// credential for that mechanism, a removal deletes it, and other records are ignored.
 ///
-/// Use it for records appended while the node runs (for example from
-/// [`FileMetadataStore::add_listener`](crate::FileMetadataStore::add_listener)); use
-/// [`load_credentials`] to build the view from the whole log.
+/// Feed it from a [`MetadataStore::subscribe`] subscription to keep a view current.
 pub fn apply_record(creds: &InMemoryCredentials, record: &MetadataRecord) {
     match CredentialChange::of(record) {
         CredentialChange::Set {
@@ -61,6 +59,38 @@ pub fn apply_record(creds: &InMemoryCredentials, record: &MetadataRecord) {
     }
 }
 
+/// Applies a batch of records to `creds` in one swap (what a subscription should call: applying
+/// record by record copies the whole view once per record).
+pub fn apply_records<'a>(
+    creds: &InMemoryCredentials,
+    records: impl IntoIterator<Item = &'a MetadataRecord> + Clone,
+) {
+    let touches = records
+        .clone()
+        .into_iter()
+        .any(|r| !matches!(CredentialChange::of(r), CredentialChange::None));
+    if !touches {
+        return;
+    }
+    creds.update(|users| {
+        for record in records.clone() {
+            match CredentialChange::of(record) {
+                CredentialChange::Set {
+                    user,
+                    mechanism,
+                    credential,
+                } => {
+                    users.insert((user.to_owned(), mechanism), credential.clone());
+                }
+                CredentialChange::Remove { user, mechanism } => {
+                    users.remove(&(user.to_owned(), mechanism));
+                }
+                CredentialChange::None => {}
+            }
+        }
+    });
+}
+
 /// Replays every record of `store` and replaces the contents of `creds` with the result, in one
 /// atomic swap: readers see either the old view or the complete new one, and credentials that
 /// are not in the log do not survive. Returns the number of records replayed.
@@ -72,8 +102,17 @@ pub fn load_credentials(
     creds: &InMemoryCredentials,
 ) -> Result<usize, StoreError> {
     let records = store.snapshot()?;
+    creds.replace_all(credentials_from(&records));
+    Ok(records.len())
+}
+
+/// The credentials a sequence of records leaves in place (for example those of
+/// [`FileMetadataStore::read_only`](crate::FileMetadataStore::read_only)).
+pub fn credentials_from<'a>(
+    records: impl IntoIterator<Item = &'a MetadataRecord>,
+) -> HashMap<(String, ScramMechanism), ScramCredential> {
     let mut users = HashMap::new();
-    for record in &records {
+    for record in records {
         match CredentialChange::of(record) {
             CredentialChange::Set {
                 user,
@@ -88,6 +127,5 @@ pub fn load_credentials(
             CredentialChange::None => {}
         }
     }
-    creds.replace_all(users);
-    Ok(records.len())
+    users
 }

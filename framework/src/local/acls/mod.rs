@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{LocalHandler, LocalRequest, LocalResponse};
+use super::{Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
 use crate::acl::{
     AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
     PatternType, PermissionType, ResourcePattern, ResourcePatternFilter, ResourceType,
@@ -23,6 +23,7 @@ use crate::errors::ErrorCode;
 use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
 use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
+use crate::store::AppendBatch;
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
@@ -91,7 +92,7 @@ impl AclApis {
         &self,
         request: &LocalRequest<'_>,
         flexible: bool,
-    ) -> Result<CreateAclsResponse, Malformed> {
+    ) -> Result<Outcome<CreateAclsResponse>, Malformed> {
         let mut r = body_reader(request);
         let count = r.any_array_len(flexible)?.unwrap_or(0);
         let mut creations = Vec::with_capacity(count);
@@ -125,34 +126,53 @@ impl AclApis {
         };
         let response = CreateAclsResponse::default();
         let Some(authorizer) = self.authorizer.as_deref() else {
-            return Ok(
-                response.with_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER)))
-            );
+            return Ok(Outcome::Now(response.with_results(each(
+                ErrorCode::SECURITY_DISABLED,
+                Some(NO_AUTHORIZER),
+            ))));
         };
         if !self.cluster_allowed(authorizer, request, AclOperation::Alter) {
-            return Ok(response.with_results(each(ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None)));
+            return Ok(Outcome::Now(response.with_results(each(
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                None,
+            ))));
         }
         let Some(admin) = authorizer.acl_admin() else {
-            return Ok(
-                response.with_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER)))
-            );
+            return Ok(Outcome::Now(response.with_results(each(
+                ErrorCode::SECURITY_DISABLED,
+                Some(NO_AUTHORIZER),
+            ))));
         };
-        let results = admin
-            .create_acls(&creations)
-            .into_iter()
-            .map(|outcome| match outcome {
-                Ok(()) => creation_result(ErrorCode::NONE, None),
-                Err(e) => creation_result(error_code(&e), Some(e.to_string())),
-            })
-            .collect();
-        Ok(response.with_results(results))
+        let Some(prepared) = admin.prepare_create_acls(&creations) else {
+            return Ok(Outcome::Now(
+                response.with_results(creation_results(admin.create_acls(&creations))),
+            ));
+        };
+        if prepared.records.is_empty() {
+            return Ok(Outcome::Now(
+                response.with_results(creation_results(prepared.outcome)),
+            ));
+        }
+        Ok(Outcome::persist(
+            prepared.records,
+            move |stored: PersistOutcome| {
+                let outcome = match stored {
+                    Ok(_) => prepared.outcome,
+                    Err(e) => {
+                        tracing::error!(error = ?e, "storing ACLs failed");
+                        fail_stored(prepared.outcome)
+                    }
+                };
+                CreateAclsResponse::default().with_results(creation_results(outcome))
+            },
+        ))
     }
 
     fn delete(
         &self,
         request: &LocalRequest<'_>,
         flexible: bool,
-    ) -> Result<DeleteAclsResponse, Malformed> {
+    ) -> Result<Outcome<DeleteAclsResponse>, Malformed> {
         let mut r = body_reader(request);
         let count = r.any_array_len(flexible)?.unwrap_or(0);
         let mut filters = Vec::with_capacity(count);
@@ -168,39 +188,108 @@ impl AclApis {
         };
         let response = DeleteAclsResponse::default();
         let Some(authorizer) = self.authorizer.as_deref() else {
-            return Ok(response
-                .with_filter_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER))));
+            return Ok(Outcome::Now(response.with_filter_results(each(
+                ErrorCode::SECURITY_DISABLED,
+                Some(NO_AUTHORIZER),
+            ))));
         };
         if filters.iter().any(Option::is_none) {
-            return Ok(response.with_filter_results(each(
+            return Ok(Outcome::Now(response.with_filter_results(each(
                 ErrorCode::INVALID_REQUEST,
                 Some("DeleteAclsRequest contains UNKNOWN elements"),
-            )));
+            ))));
         }
         if !self.cluster_allowed(authorizer, request, AclOperation::Alter) {
-            return Ok(
-                response.with_filter_results(each(ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None))
-            );
+            return Ok(Outcome::Now(response.with_filter_results(each(
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                None,
+            ))));
         }
         let Some(admin) = authorizer.acl_admin() else {
-            return Ok(response
-                .with_filter_results(each(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER))));
+            return Ok(Outcome::Now(response.with_filter_results(each(
+                ErrorCode::SECURITY_DISABLED,
+                Some(NO_AUTHORIZER),
+            ))));
         };
         let filters: Vec<AclBindingFilter> = filters.into_iter().flatten().collect();
-        let results = match admin.delete_acls(&filters) {
-            Ok(per_filter) => per_filter
-                .into_iter()
-                .map(|deleted| {
-                    DeleteAclsFilterResult::default()
-                        .with_matching_acls(deleted.iter().map(matching_acl).collect())
-                })
-                .collect(),
-            Err(e) => filters
-                .iter()
-                .map(|_| filter_error(error_code(&e), Some(&e.to_string())))
-                .collect(),
+        let count = filters.len();
+        let Some(prepared) = admin.prepare_delete_acls(&filters) else {
+            return Ok(Outcome::Now(response.with_filter_results(
+                deletion_results(admin.delete_acls(&filters), count),
+            )));
         };
-        Ok(response.with_filter_results(results))
+        if prepared.records.is_empty() {
+            return Ok(Outcome::Now(response.with_filter_results(
+                deletion_results(Ok(prepared.outcome), count),
+            )));
+        }
+        Ok(Outcome::persist(
+            prepared.records,
+            move |stored: PersistOutcome| {
+                let deleted = match stored {
+                    Ok(_) => Ok(prepared.outcome),
+                    Err(e) => {
+                        tracing::error!(error = ?e, "storing ACL deletions failed");
+                        Err(AclAdminError::Store(STORE_FAILED.to_owned()))
+                    }
+                };
+                DeleteAclsResponse::default().with_filter_results(deletion_results(deleted, count))
+            },
+        ))
+    }
+}
+
+/// A response now, or records to persist first and the response to build once they are.
+enum Outcome<T> {
+    Now(T),
+    Later(AppendBatch, Box<dyn FnOnce(PersistOutcome) -> T + Send>),
+}
+
+impl<T> Outcome<T> {
+    fn persist(
+        records: Vec<crate::store::MetadataRecord>,
+        then: impl FnOnce(PersistOutcome) -> T + Send + 'static,
+    ) -> Self {
+        Outcome::Later(AppendBatch::new(records), Box::new(then))
+    }
+}
+
+/// What the client is told when the ACL records could not be stored (details go to the log).
+const STORE_FAILED: &str = "The ACL store failed";
+
+fn creation_results(outcome: Vec<Result<(), AclAdminError>>) -> Vec<AclCreationResult> {
+    outcome
+        .into_iter()
+        .map(|outcome| match outcome {
+            Ok(()) => creation_result(ErrorCode::NONE, None),
+            Err(e) => creation_result(error_code(&e), Some(e.to_string())),
+        })
+        .collect()
+}
+
+/// The creations that were to be stored fail with the store's error; invalid ones keep theirs.
+fn fail_stored(outcome: Vec<Result<(), AclAdminError>>) -> Vec<Result<(), AclAdminError>> {
+    outcome
+        .into_iter()
+        .map(|r| r.and(Err(AclAdminError::Store(STORE_FAILED.to_owned()))))
+        .collect()
+}
+
+fn deletion_results(
+    deleted: Result<Vec<Vec<AclBinding>>, AclAdminError>,
+    filters: usize,
+) -> Vec<DeleteAclsFilterResult> {
+    match deleted {
+        Ok(per_filter) => per_filter
+            .into_iter()
+            .map(|deleted| {
+                DeleteAclsFilterResult::default()
+                    .with_matching_acls(deleted.iter().map(matching_acl).collect())
+            })
+            .collect(),
+        Err(e) => (0..filters)
+            .map(|_| filter_error(error_code(&e), Some(&e.to_string())))
+            .collect(),
     }
 }
 
@@ -214,24 +303,40 @@ impl LocalHandler for AclApis {
         (1, 3)
     }
 
-    fn handle(&self, request: &LocalRequest<'_>) -> LocalResponse {
+    fn handle(&self, request: &LocalRequest<'_>) -> Effect {
         let version = request.header.api_version;
         let flexible = version >= 2;
-        let encoded = match self.api_key {
+        let (api_version, correlation_id) = (version, request.header.correlation_id);
+        let result = match self.api_key {
             DESCRIBE_ACLS => self
                 .describe(request, flexible)
-                .map(|b| encode(ApiKey::DescribeAcls, request, &b)),
+                .map(|b| encode(ApiKey::DescribeAcls, api_version, correlation_id, &b)),
             CREATE_ACLS => self
                 .create(request, flexible)
-                .map(|b| encode(ApiKey::CreateAcls, request, &b)),
+                .map(|o| finish_outcome(o, ApiKey::CreateAcls, api_version, correlation_id)),
             _ => self
                 .delete(request, flexible)
-                .map(|b| encode(ApiKey::DeleteAcls, request, &b)),
+                .map(|o| finish_outcome(o, ApiKey::DeleteAcls, api_version, correlation_id)),
         };
-        match encoded {
-            Ok(response) => response,
-            Err(e) => LocalResponse::Close(e.to_string()),
+        match result {
+            Ok(effect) => effect,
+            Err(e) => Effect::Close(e.to_string()),
         }
+    }
+}
+
+/// Encodes an outcome now, or once its records are durable.
+fn finish_outcome<T: kafka_protocol::protocol::Encodable + 'static>(
+    outcome: Outcome<T>,
+    key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+) -> Effect {
+    match outcome {
+        Outcome::Now(body) => encode(key, api_version, correlation_id, &body),
+        Outcome::Later(batch, then) => Effect::Persist(Persist::new(batch, move |stored, _now| {
+            encode(key, api_version, correlation_id, &then(stored))
+        })),
     }
 }
 
@@ -356,17 +461,13 @@ fn error_code(e: &AclAdminError) -> ErrorCode {
 
 fn encode<T: kafka_protocol::protocol::Encodable>(
     key: ApiKey,
-    request: &LocalRequest<'_>,
+    api_version: i16,
+    correlation_id: i32,
     body: &T,
-) -> LocalResponse {
-    match encode_response(
-        key,
-        request.header.api_version,
-        request.header.correlation_id,
-        body,
-    ) {
-        Ok(bytes) => LocalResponse::Respond(bytes),
-        Err(e) => LocalResponse::Close(e.to_string()),
+) -> Effect {
+    match encode_response(key, api_version, correlation_id, body) {
+        Ok(bytes) => Effect::Respond(bytes),
+        Err(e) => Effect::Close(e.to_string()),
     }
 }
 

@@ -87,7 +87,13 @@ impl AclAdmin for Memory {
 
 fn session(user: &str) -> Session {
     let principal = Principal::user(user);
-    let ticket = ReauthScheduler::new().register(&principal, "PLAIN", None, None);
+    let ticket = ReauthScheduler::new().register(
+        crate::credentials::CredentialId::scram(
+            "admin",
+            crate::credentials::ScramMechanism::Sha512,
+        ),
+        None,
+    );
     Session {
         principal,
         mechanism: "PLAIN".into(),
@@ -120,8 +126,10 @@ fn call<T: Encodable, R: Decodable>(
         body: &buf,
         session: &session,
         client_address: IpAddr::from([127, 0, 0, 1]),
+        listener: "test",
+        now_ms: 0,
     };
-    let LocalResponse::Respond(frame) = handler.handle(&request) else {
+    let Effect::Respond(frame) = handler.handle(&request) else {
         panic!("closed")
     };
     let mut frame: Bytes = frame;
@@ -307,7 +315,9 @@ fn unknown_elements_and_garbage() {
             body,
             session: &session,
             client_address: IpAddr::from([127, 0, 0, 1]),
+            listener: "test",
+            now_ms: 0,
         };
-        assert!(matches!(create.handle(&request), LocalResponse::Close(_)));
+        assert!(matches!(create.handle(&request), Effect::Close(_)));
     }
 }

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{LocalHandler, LocalRequest, LocalResponse};
+use super::{Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
 use crate::acl::AclOperation;
 use crate::authorizer::Authorizer;
 use crate::credentials::ScramMechanism;
@@ -22,6 +22,7 @@ use crate::errors::ErrorCode;
 use crate::protocol::api::{ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS};
 use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
+use crate::store::{AppendBatch, MetadataRecord};
 
 /// One change to apply.
 #[derive(Clone, PartialEq, Eq)]
@@ -72,12 +73,13 @@ impl std::fmt::Debug for CredentialChange {
     }
 }
 
-/// The host side: reads and changes the stored credentials.
+/// The host side: reads the credential view and turns changes into records (deriving the stored
+/// and server keys from a salted password is the SCRAM plugin's job, not the framework's).
 pub trait CredentialAdmin: Send + Sync {
     /// Every `(user, mechanism, iterations)` with a credential.
     fn list(&self) -> Vec<(String, ScramMechanism, u32)>;
-    /// Applies the changes atomically and durably.
-    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String>;
+    /// The records that make the changes, in order.
+    fn records(&self, changes: &[CredentialChange]) -> Vec<MetadataRecord>;
 }
 
 /// Serves both KIP-554 APIs.
@@ -86,7 +88,15 @@ pub struct ScramCredentialsApi {
     admin: Arc<dyn CredentialAdmin>,
     authorizer: Option<Arc<dyn Authorizer>>,
     api_key: i16,
+    /// Refuse user names shaped like delegation token ids (when tokens are accepted without the
+    /// `tokenauth` extension, such a name must mean a token).
+    token_id_names_reserved: bool,
 }
+
+/// Why a user name is refused while token-id-shaped names are reserved.
+pub const TOKEN_ID_SHAPED_NAME: &str =
+    "The user name has the shape of a delegation token id, which is reserved for \
+     tokens on this server (delegation_tokens.accept_token_without_extension)";
 
 impl ScramCredentialsApi {
     /// The two handlers, sharing the admin service. Without an authorizer every authenticated
@@ -95,15 +105,27 @@ impl ScramCredentialsApi {
         admin: Arc<dyn CredentialAdmin>,
         authorizer: Option<Arc<dyn Authorizer>>,
     ) -> [Arc<dyn LocalHandler>; 2] {
+        Self::handlers_reserving_token_ids(admin, authorizer, false)
+    }
+
+    /// [`handlers`](Self::handlers); with `reserve` set, upserting a credential for a user name
+    /// shaped like a delegation token id is refused with UNACCEPTABLE_CREDENTIAL.
+    pub fn handlers_reserving_token_ids(
+        admin: Arc<dyn CredentialAdmin>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        reserve: bool,
+    ) -> [Arc<dyn LocalHandler>; 2] {
         let describe = Self {
             admin: admin.clone(),
             authorizer: authorizer.clone(),
             api_key: DESCRIBE_USER_SCRAM_CREDENTIALS,
+            token_id_names_reserved: reserve,
         };
         let alter = Self {
             admin,
             authorizer,
             api_key: ALTER_USER_SCRAM_CREDENTIALS,
+            token_id_names_reserved: reserve,
         };
         [Arc::new(describe), Arc::new(alter)]
     }
@@ -115,10 +137,10 @@ impl ScramCredentialsApi {
             .is_none_or(|a| super::cluster_allowed(a, request, operation))
     }
 
-    fn describe(&self, request: &LocalRequest<'_>) -> LocalResponse {
+    fn describe(&self, request: &LocalRequest<'_>) -> Effect {
         let users = match decode_describe(request.body) {
             Ok(users) => users,
-            Err(e) => return LocalResponse::Close(e.to_string()),
+            Err(e) => return Effect::Close(e.to_string()),
         };
         let mut response = DescribeUserScramCredentialsResponse::default();
         if !self.cluster_allowed(request, AclOperation::Describe) {
@@ -126,27 +148,46 @@ impl ScramCredentialsApi {
         } else {
             response = response.with_results(describe_results(&self.admin.list(), users));
         }
-        respond(ApiKey::DescribeUserScramCredentials, request, &response)
+        encode(
+            ApiKey::DescribeUserScramCredentials,
+            request.header.api_version,
+            request.header.correlation_id,
+            &response,
+        )
     }
 
-    fn alter(&self, request: &LocalRequest<'_>) -> LocalResponse {
+    fn alter(&self, request: &LocalRequest<'_>) -> Effect {
         let alterations = match decode_alter(request.body) {
             Ok(a) => a,
-            Err(e) => return LocalResponse::Close(e.to_string()),
+            Err(e) => return Effect::Close(e.to_string()),
         };
-        let results = if !self.cluster_allowed(request, AclOperation::Alter) {
-            alterations
+        let (version, correlation_id) = (request.header.api_version, request.header.correlation_id);
+        if !self.cluster_allowed(request, AclOperation::Alter) {
+            let results = alterations
                 .iter()
                 .map(|a| result(&a.user, ErrorCode::CLUSTER_AUTHORIZATION_FAILED, None))
-                .collect()
-        } else {
-            self.apply(alterations)
-        };
-        let response = AlterUserScramCredentialsResponse::default().with_results(results);
-        respond(ApiKey::AlterUserScramCredentials, request, &response)
+                .collect();
+            return alter_response(results, version, correlation_id);
+        }
+        let outcomes = self.validate_all(alterations);
+        let changes: Vec<CredentialChange> = outcomes
+            .iter()
+            .filter_map(|(_, o)| o.as_ref().ok().cloned())
+            .collect();
+        if changes.is_empty() {
+            return alter_response(results(outcomes, None), version, correlation_id);
+        }
+        let batch = AppendBatch::new(self.admin.records(&changes));
+        Effect::Persist(Persist::new(batch, move |stored: PersistOutcome, _now| {
+            let failure = stored.err().map(|e| {
+                tracing::warn!(error = ?e, "storing SCRAM credential changes failed");
+            });
+            alter_response(results(outcomes, failure), version, correlation_id)
+        }))
     }
 
-    fn apply(&self, alterations: Vec<Alteration>) -> Vec<AlterUserScramCredentialsResult> {
+    /// Kafka's checks for each alteration, in request order.
+    fn validate_all(&self, alterations: Vec<Alteration>) -> Vec<(String, Validated)> {
         let existing: HashMap<(String, ScramMechanism), u32> = self
             .admin
             .list()
@@ -164,36 +205,51 @@ impl ScramCredentialsApi {
                     ErrorCode::DUPLICATE_RESOURCE,
                     "A user credential cannot be altered twice in the same request",
                 ))
+            } else if self.token_id_names_reserved
+                && a.upsert.is_some()
+                && crate::tokens::id::has_token_id_shape(&a.user)
+            {
+                Err((ErrorCode::UNACCEPTABLE_CREDENTIAL, TOKEN_ID_SHAPED_NAME))
             } else {
                 validate(a, &existing)
             };
             outcomes.push((a.user.clone(), outcome));
         }
-        let changes: Vec<CredentialChange> = outcomes
-            .iter()
-            .filter_map(|(_, o)| o.as_ref().ok().cloned())
-            .collect();
-        let store_error = if changes.is_empty() {
-            None
-        } else {
-            self.admin.apply(&changes).err()
-        };
         outcomes
-            .into_iter()
-            .map(|(user, outcome)| match (outcome, &store_error) {
-                (Err((code, message)), _) => result(&user, code, Some(message.to_owned())),
-                (Ok(_), Some(e)) => {
-                    tracing::warn!(error = %e, "storing SCRAM credential changes failed");
-                    result(
-                        &user,
-                        ErrorCode::UNKNOWN_SERVER_ERROR,
-                        Some("The credential store failed".into()),
-                    )
-                }
-                (Ok(_), None) => result(&user, ErrorCode::NONE, None),
-            })
-            .collect()
     }
+}
+
+/// One result per alteration; `store_failed` turns the valid ones into UNKNOWN_SERVER_ERROR.
+fn results(
+    outcomes: Vec<(String, Validated)>,
+    store_failed: Option<()>,
+) -> Vec<AlterUserScramCredentialsResult> {
+    outcomes
+        .into_iter()
+        .map(|(user, outcome)| match (outcome, store_failed) {
+            (Err((code, message)), _) => result(&user, code, Some(message.to_owned())),
+            (Ok(_), Some(())) => result(
+                &user,
+                ErrorCode::UNKNOWN_SERVER_ERROR,
+                Some("The credential store failed".into()),
+            ),
+            (Ok(_), None) => result(&user, ErrorCode::NONE, None),
+        })
+        .collect()
+}
+
+fn alter_response(
+    results: Vec<AlterUserScramCredentialsResult>,
+    version: i16,
+    correlation_id: i32,
+) -> Effect {
+    let response = AlterUserScramCredentialsResponse::default().with_results(results);
+    encode(
+        ApiKey::AlterUserScramCredentials,
+        version,
+        correlation_id,
+        &response,
+    )
 }
 
 impl LocalHandler for ScramCredentialsApi {
@@ -205,7 +261,7 @@ impl LocalHandler for ScramCredentialsApi {
         (0, 0)
     }
 
-    fn handle(&self, request: &LocalRequest<'_>) -> LocalResponse {
+    fn handle(&self, request: &LocalRequest<'_>) -> Effect {
         if request.header.api_key == DESCRIBE_USER_SCRAM_CREDENTIALS {
             self.describe(request)
         } else {
@@ -334,19 +390,15 @@ fn result(user: &str, code: ErrorCode, message: Option<String>) -> AlterUserScra
         .with_error_message(message.map(StrBytes::from_string))
 }
 
-fn respond<T: kafka_protocol::protocol::Encodable>(
+fn encode<T: kafka_protocol::protocol::Encodable>(
     key: ApiKey,
-    request: &LocalRequest<'_>,
+    api_version: i16,
+    correlation_id: i32,
     body: &T,
-) -> LocalResponse {
-    match encode_response(
-        key,
-        request.header.api_version,
-        request.header.correlation_id,
-        body,
-    ) {
-        Ok(bytes) => LocalResponse::Respond(bytes),
-        Err(e) => LocalResponse::Close(e.to_string()),
+) -> Effect {
+    match encode_response(key, api_version, correlation_id, body) {
+        Ok(bytes) => Effect::Respond(bytes),
+        Err(e) => Effect::Close(e.to_string()),
     }
 }
 

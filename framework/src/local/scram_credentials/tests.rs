@@ -1,5 +1,5 @@
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
@@ -17,43 +17,96 @@ use crate::connection::Session;
 use crate::principal::Principal;
 use crate::protocol::header::RequestHeader;
 use crate::reauth::ReauthScheduler;
+use crate::store::memory::MemoryStore;
+use crate::store::MetadataStore;
 
-#[derive(Default)]
-struct Memory(Mutex<BTreeMap<(String, ScramMechanism), u32>>);
+/// A credential view that follows a [`MemoryStore`], as the host's does the file store.
+struct Memory {
+    store: MemoryStore,
+    map: Arc<Mutex<BTreeMap<(String, ScramMechanism), u32>>>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        let store = MemoryStore::new();
+        let map: Arc<Mutex<BTreeMap<(String, ScramMechanism), u32>>> = Arc::default();
+        let view = Arc::clone(&map);
+        store
+            .subscribe(
+                0,
+                Box::new(move |records| {
+                    let mut map = view.lock().unwrap();
+                    for r in records {
+                        match &r.record {
+                            MetadataRecord::ScramCredential {
+                                user,
+                                mechanism,
+                                credential,
+                            } => {
+                                map.insert((user.clone(), *mechanism), credential.iterations);
+                            }
+                            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                                map.remove(&(user.clone(), *mechanism));
+                            }
+                            _ => {}
+                        }
+                    }
+                }),
+            )
+            .unwrap();
+        Self { store, map }
+    }
+}
 
 impl CredentialAdmin for Memory {
     fn list(&self) -> Vec<(String, ScramMechanism, u32)> {
-        self.0
+        self.map
             .lock()
             .unwrap()
             .iter()
             .map(|((u, m), i)| (u.clone(), *m, *i))
             .collect()
     }
-    fn apply(&self, changes: &[CredentialChange]) -> Result<(), String> {
-        let mut map = self.0.lock().unwrap();
-        for c in changes {
-            match c {
+    fn records(&self, changes: &[CredentialChange]) -> Vec<MetadataRecord> {
+        changes
+            .iter()
+            .map(|c| match c {
                 CredentialChange::Upsert {
                     user,
                     mechanism,
                     iterations,
+                    salt,
                     ..
-                } => {
-                    map.insert((user.clone(), *mechanism), *iterations);
-                }
+                } => MetadataRecord::ScramCredential {
+                    user: user.clone(),
+                    mechanism: *mechanism,
+                    credential: crate::credentials::ScramCredential {
+                        salt: salt.clone(),
+                        stored_key: vec![],
+                        server_key: vec![],
+                        iterations: *iterations,
+                    },
+                },
                 CredentialChange::Delete { user, mechanism } => {
-                    map.remove(&(user.clone(), *mechanism));
+                    MetadataRecord::RemoveScramCredential {
+                        user: user.clone(),
+                        mechanism: *mechanism,
+                    }
                 }
-            }
-        }
-        Ok(())
+            })
+            .collect()
     }
 }
 
 fn session() -> Session {
     let principal = Principal::user("admin");
-    let ticket = ReauthScheduler::new().register(&principal, "PLAIN", None, None);
+    let ticket = ReauthScheduler::new().register(
+        crate::credentials::CredentialId::scram(
+            "admin",
+            crate::credentials::ScramMechanism::Sha512,
+        ),
+        None,
+    );
     Session {
         principal,
         mechanism: "PLAIN".into(),
@@ -65,7 +118,7 @@ fn session() -> Session {
     }
 }
 
-fn call<T: Encodable, R: Decodable>(handler: &dyn LocalHandler, body: &T) -> R {
+fn call<T: Encodable, R: Decodable>(handler: &dyn LocalHandler, admin: &Memory, body: &T) -> R {
     let mut buf = BytesMut::new();
     body.encode(&mut buf, 0).unwrap();
     let header = RequestHeader {
@@ -81,8 +134,10 @@ fn call<T: Encodable, R: Decodable>(handler: &dyn LocalHandler, body: &T) -> R {
         body: &buf,
         session: &session,
         client_address: IpAddr::from([127, 0, 0, 1]),
+        listener: "test",
+        now_ms: 0,
     };
-    let LocalResponse::Respond(frame) = handler.handle(&request) else {
+    let Effect::Respond(frame) = handler.handle(&request).resolve(&admin.store, 0) else {
         panic!("closed")
     };
     let mut frame: Bytes = frame;
@@ -127,7 +182,7 @@ fn alter_validates_like_kafka_and_applies_the_valid_part() {
             upsert("strong", 1, 16385),
             upsert("odd", 9, 4096),
         ]);
-    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &request);
+    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &admin, &request);
     assert_eq!(
         codes(&response),
         vec![
@@ -148,6 +203,7 @@ fn alter_validates_like_kafka_and_applies_the_valid_part() {
 
     let all: DescribeUserScramCredentialsResponse = call(
         describe.as_ref(),
+        &admin,
         &DescribeUserScramCredentialsRequest::default(),
     );
     assert_eq!(all.results.len(), 1);
@@ -160,7 +216,7 @@ fn alter_validates_like_kafka_and_applies_the_valid_part() {
         UserName::default().with_name(StrBytes::from_static_str("twice")),
         UserName::default().with_name(StrBytes::from_static_str("twice")),
     ]));
-    let some: DescribeUserScramCredentialsResponse = call(describe.as_ref(), &named);
+    let some: DescribeUserScramCredentialsResponse = call(describe.as_ref(), &admin, &named);
     let got: Vec<(String, i16)> = some
         .results
         .iter()
@@ -177,6 +233,7 @@ fn alter_validates_like_kafka_and_applies_the_valid_part() {
 
     let response: AlterUserScramCredentialsResponse = call(
         alter.as_ref(),
+        &admin,
         &AlterUserScramCredentialsRequest::default().with_deletions(vec![delete("alice", 2)]),
     );
     assert_eq!(codes(&response), vec![("alice".into(), 0)]);
@@ -206,10 +263,29 @@ fn bodies_with_impossible_lengths_close_instead_of_allocating() {
             body,
             session: &session,
             client_address: IpAddr::from([127, 0, 0, 1]),
+            listener: "test",
+            now_ms: 0,
         };
         assert!(
-            matches!(alter.handle(&request), LocalResponse::Close(_)),
+            matches!(alter.handle(&request), Effect::Close(_)),
             "{body:?}"
         );
     }
+}
+
+#[test]
+fn token_shaped_names_are_refused_only_when_reserved() {
+    let shaped = "AAAAAAAAQACAAAAAAAAAAA";
+    assert!(crate::tokens::id::has_token_id_shape(shaped));
+    let request =
+        AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert(shaped, 2, 4096)]);
+    let admin = Arc::new(Memory::default());
+    let [_, alter] = ScramCredentialsApi::handlers_reserving_token_ids(admin.clone(), None, true);
+    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &admin, &request);
+    assert_eq!(codes(&response), vec![(shaped.into(), 93)]);
+    assert!(admin.list().is_empty());
+    let admin = Arc::new(Memory::default());
+    let [_, alter] = ScramCredentialsApi::handlers(admin.clone(), None);
+    let response: AlterUserScramCredentialsResponse = call(alter.as_ref(), &admin, &request);
+    assert_eq!(codes(&response), vec![(shaped.into(), 0)]);
 }

@@ -574,3 +574,120 @@ fn without_tokenauth_the_name_is_a_user() {
         }
     }
 }
+
+// ---- With the framework's token manager ---------------------------------------------------------
+
+mod with_token_manager {
+    use super::*;
+    use portcullis::secret::Secret;
+    use portcullis::store::memory::MemoryStore;
+    use portcullis::store::MetadataStore;
+    use portcullis::tokens::{id, CreateRequest, TokenConfig, TokenManager};
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// A manager following a log with one token of `alice`'s; returns (server, id, password).
+    fn setup(
+        accept_without_extension: bool,
+    ) -> (ScramServer, String, String, Arc<InMemoryCredentials>) {
+        let manager = Arc::new(TokenManager::new(
+            TokenConfig::new(Secret::new("node-secret"))
+                .with_accept_token_without_extension(accept_without_extension),
+            Arc::new(crate::ScramTokenCrypto),
+            NOW,
+        ));
+        let store = MemoryStore::new();
+        let m = manager.clone();
+        store
+            .subscribe(
+                0,
+                Box::new(move |r| {
+                    m.apply(r, NOW);
+                }),
+            )
+            .unwrap();
+        let token = manager
+            .create(
+                &CreateRequest {
+                    requester: portcullis::principal::Principal::user("alice"),
+                    owner: portcullis::principal::Principal::user("alice"),
+                    renewers: vec![],
+                    max_lifetime_ms: -1,
+                },
+                NOW,
+            )
+            .unwrap();
+        store.append_batch(&token.batch).unwrap();
+        let creds = users(&[("alice", ScramMechanism::Sha512, "alice-pw", 4096)]);
+        let server = ScramServer::new(ScramMechanism::Sha512, creds.clone(), manager);
+        (
+            server,
+            token.info.token_id,
+            id::password(&token.hmac),
+            creds,
+        )
+    }
+
+    fn at_now(server: &ScramServer, client: ScramClient) -> StepOutcome {
+        let mut exchange = server.start_exchange(&ExchangeContext::new(
+            std::net::IpAddr::from([127, 0, 0, 1]),
+            "t",
+            NOW,
+        ));
+        let mut client = client;
+        let first = client.initial().unwrap();
+        let server_first = expect_continue(exchange.step(&first));
+        let last = client.step(&server_first).unwrap().unwrap();
+        exchange.step(&last)
+    }
+
+    #[test]
+    fn the_base64_hmac_is_the_password_of_the_token_id_with_tokenauth() {
+        let (server, token_id, password, _) = setup(false);
+        match at_now(&server, token_client(&token_id, &password, "true")) {
+            StepOutcome::Complete(done) => {
+                assert_eq!(done.authorization_id, "alice");
+                assert_eq!(done.token_id.as_deref(), Some(token_id.as_str()));
+                assert_eq!(
+                    done.credential,
+                    Some(portcullis::credentials::CredentialId::token(
+                        token_id.clone()
+                    ))
+                );
+                assert_eq!(done.credential_expiry_ms, Some(NOW + 86_400_000));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without the extension (and without the opt-in) the id is not a user.
+        assert!(matches!(
+            at_now(
+                &server,
+                client(ScramMechanism::Sha512, &token_id, &password)
+            ),
+            StepOutcome::Fail(_)
+        ));
+    }
+
+    #[test]
+    fn opted_in_a_token_id_logs_in_without_the_extension_and_users_still_work() {
+        let (server, token_id, password, _) = setup(true);
+        match at_now(
+            &server,
+            client(ScramMechanism::Sha512, &token_id, &password),
+        ) {
+            StepOutcome::Complete(done) => {
+                assert_eq!(done.authorization_id, "alice");
+                assert_eq!(done.token_id.as_deref(), Some(token_id.as_str()));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            at_now(&server, client(ScramMechanism::Sha512, "alice", "alice-pw")),
+            StepOutcome::Complete(_)
+        ));
+        assert!(matches!(
+            at_now(&server, client(ScramMechanism::Sha512, &token_id, "wrong")),
+            StepOutcome::Fail(_)
+        ));
+    }
+}

@@ -1,0 +1,508 @@
+//! CreateDelegationToken (38), RenewDelegationToken (39), ExpireDelegationToken (40) and
+//! DescribeDelegationToken (41), served by Portcullis with Kafka's checks in Kafka's order
+//! (kafka-security-semantics §5.4–§5.8): the broker's checks first (the gate, the owner check,
+//! the renewers' type), then the controller's (tokens disabled, then the token's own checks in
+//! [`TokenManager`]).
+//!
+//! Error answers carry the timestamps Kafka's do: the broker's early refusals `-1`, the
+//! controller's refusals `0`.
+
+pub mod decode;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_delegation_token_response::{
+    DescribedDelegationToken, DescribedDelegationTokenRenewer,
+};
+use kafka_protocol::messages::{
+    ApiKey, CreateDelegationTokenResponse, DescribeDelegationTokenResponse,
+    ExpireDelegationTokenResponse, RenewDelegationTokenResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use self::decode::{CreateBody, HmacBody, NamedPrincipal};
+use super::{Effect, LocalHandler, LocalRequest, Persist, PersistError, PersistOutcome};
+use crate::acl::{AclOperation, ResourceType};
+use crate::authorizer::Authorizer;
+use crate::connection::Session;
+use crate::errors::ErrorCode;
+use crate::principal::{Principal, USER_TYPE};
+use crate::protocol::api::{
+    CREATE_DELEGATION_TOKEN, DESCRIBE_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+};
+use crate::protocol::codec::encode_response;
+use crate::tokens::{CreateRequest, TokenInfo, TokenManager};
+
+/// Kafka's `DelegationTokenManager.ErrorTimestamp`: the timestamps of the broker's refusals.
+const ERROR_TIMESTAMP: i64 = -1;
+
+/// The four token APIs over the node's token manager (`None`: tokens are disabled, as with a
+/// Kafka broker without `delegation.token.secret.key`; the APIs are still served and answer
+/// DELEGATION_TOKEN_AUTH_DISABLED, as Kafka's are).
+#[derive(Clone)]
+pub struct DelegationTokenApis {
+    manager: Option<Arc<TokenManager>>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    api_key: i16,
+}
+
+impl DelegationTokenApis {
+    /// The four handlers. Without an authorizer every check is allowed, as on a Kafka broker
+    /// without one.
+    pub fn handlers(
+        manager: Option<Arc<TokenManager>>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> [Arc<dyn LocalHandler>; 4] {
+        [
+            CREATE_DELEGATION_TOKEN,
+            RENEW_DELEGATION_TOKEN,
+            EXPIRE_DELEGATION_TOKEN,
+            DESCRIBE_DELEGATION_TOKEN,
+        ]
+        .map(|api_key| {
+            Arc::new(Self {
+                manager: manager.clone(),
+                authorizer: authorizer.clone(),
+                api_key,
+            }) as Arc<dyn LocalHandler>
+        })
+    }
+
+    /// Kafka's `authHelper.authorize`: allowed when there is no authorizer.
+    fn allowed(
+        &self,
+        request: &LocalRequest<'_>,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.authorizer
+            .as_deref()
+            .is_none_or(|a| super::allowed(a, request, operation, resource_type, name))
+    }
+}
+
+impl LocalHandler for DelegationTokenApis {
+    fn api_key(&self) -> i16 {
+        self.api_key
+    }
+
+    fn versions(&self) -> (i16, i16) {
+        // What Kafka 4 serves (KIP-896 removed v0).
+        match self.api_key {
+            CREATE_DELEGATION_TOKEN | DESCRIBE_DELEGATION_TOKEN => (1, 3),
+            _ => (1, 2),
+        }
+    }
+
+    fn handle(&self, request: &LocalRequest<'_>) -> Effect {
+        let version = request.header.api_version;
+        match self.api_key {
+            CREATE_DELEGATION_TOKEN => match decode::create(request.body, version) {
+                Ok(body) => self.create(request, body),
+                Err(e) => Effect::Close(e.to_string()),
+            },
+            RENEW_DELEGATION_TOKEN | EXPIRE_DELEGATION_TOKEN => {
+                match decode::hmac_and_period(request.body, version) {
+                    Ok(body) => self.renew_or_expire(request, body),
+                    Err(e) => Effect::Close(e.to_string()),
+                }
+            }
+            _ => match decode::describe(request.body, version) {
+                Ok(owners) => self.describe(request, owners),
+                Err(e) => Effect::Close(e.to_string()),
+            },
+        }
+    }
+}
+
+/// Kafka's `allowTokenRequests`: no token API for a session authenticated with a token (so a
+/// token cannot mint, renew, expire or even list tokens), nor for a connection that did not
+/// authenticate with SASL. Portcullis' listeners always require SASL, so Kafka's PLAINTEXT and
+/// one-way-TLS cases show up here only as a session without a mechanism.
+pub fn token_requests_allowed(session: &Session) -> bool {
+    session.token_id.is_none() && !session.mechanism.is_empty()
+}
+
+/// Where a response goes: its API, version and correlation id.
+#[derive(Clone, Copy)]
+struct Reply {
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+}
+
+impl Reply {
+    fn of(key: ApiKey, request: &LocalRequest<'_>) -> Self {
+        Self {
+            key,
+            version: request.header.api_version,
+            correlation_id: request.header.correlation_id,
+        }
+    }
+
+    fn send<T: kafka_protocol::protocol::Encodable>(self, body: &T) -> Effect {
+        match encode_response(self.key, self.version, self.correlation_id, body) {
+            Ok(bytes) => Effect::Respond(bytes),
+            Err(e) => Effect::Close(e.to_string()),
+        }
+    }
+}
+
+// ---- CreateDelegationToken ---------------------------------------------------------------------
+
+impl DelegationTokenApis {
+    fn create(&self, request: &LocalRequest<'_>, body: CreateBody) -> Effect {
+        let reply = Reply::of(ApiKey::CreateDelegationToken, request);
+        let requester = request.session.principal.clone();
+        let owner = match body.owner_name.as_deref() {
+            Some(name) if !name.is_empty() => match body.owner_type {
+                Some(kind) => Principal {
+                    kind,
+                    name: name.to_owned(),
+                },
+                // Kafka's KafkaPrincipal refuses a null type (NullPointerException, answered as
+                // UNKNOWN_SERVER_ERROR).
+                None => {
+                    let no_type = Principal {
+                        kind: String::new(),
+                        name: name.to_owned(),
+                    };
+                    return reply.send(&create_error(
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        &no_type,
+                        &requester,
+                        ERROR_TIMESTAMP,
+                        reply.version,
+                    ));
+                }
+            },
+            _ => requester.clone(),
+        };
+        let refuse = |code: ErrorCode, timestamp: i64| {
+            reply.send(&create_error(
+                code,
+                &owner,
+                &requester,
+                timestamp,
+                reply.version,
+            ))
+        };
+        if !token_requests_allowed(request.session) {
+            return refuse(
+                ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+                ERROR_TIMESTAMP,
+            );
+        }
+        // Creating a token for someone else needs CreateTokens on User:<owner> (KIP-373). The
+        // owner's type is not checked, as in Kafka.
+        if owner != requester
+            && !self.allowed(
+                request,
+                AclOperation::CreateTokens,
+                ResourceType::User,
+                &owner.to_string(),
+            )
+        {
+            return refuse(
+                ErrorCode::DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+                ERROR_TIMESTAMP,
+            );
+        }
+        if body.renewers.iter().any(|r| r.kind != USER_TYPE) {
+            return refuse(ErrorCode::INVALID_PRINCIPAL_TYPE, ERROR_TIMESTAMP);
+        }
+        // From here the controller's checks: its refusals leave the timestamps at 0.
+        let Some(manager) = self.manager.clone() else {
+            return refuse(ErrorCode::DELEGATION_TOKEN_AUTH_DISABLED, 0);
+        };
+        let create = CreateRequest {
+            requester,
+            owner,
+            renewers: body.renewers.into_iter().map(principal).collect(),
+            max_lifetime_ms: body.max_lifetime_ms,
+        };
+        create_token(manager, create, reply, request.now_ms)
+    }
+}
+
+/// Decides on a token and persists it; on a conflict (another token took the id meanwhile) it
+/// decides again.
+fn create_token(
+    manager: Arc<TokenManager>,
+    create: CreateRequest,
+    reply: Reply,
+    now_ms: i64,
+) -> Effect {
+    let token = match manager.create(&create, now_ms) {
+        Ok(token) => token,
+        Err(code) => {
+            return reply.send(&create_error(
+                code,
+                &create.owner,
+                &create.requester,
+                0,
+                reply.version,
+            ))
+        }
+    };
+    let batch = token.batch.clone();
+    Effect::Persist(Persist::new(
+        batch,
+        move |stored: PersistOutcome, now| match stored {
+            Ok(_) => reply.send(&created(&token.info, &token.hmac, reply.version)),
+            Err(PersistError::Conflict) => create_token(manager, create, reply, now),
+            Err(PersistError::Failed(reason)) => {
+                tracing::error!(%reason, "storing a delegation token failed");
+                reply.send(&create_error(
+                    ErrorCode::UNKNOWN_SERVER_ERROR,
+                    &create.owner,
+                    &create.requester,
+                    0,
+                    reply.version,
+                ))
+            }
+        },
+    ))
+}
+
+fn principal(p: NamedPrincipal) -> Principal {
+    Principal {
+        kind: p.kind,
+        name: p.name,
+    }
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+fn create_error(
+    code: ErrorCode,
+    owner: &Principal,
+    requester: &Principal,
+    timestamp: i64,
+    version: i16,
+) -> CreateDelegationTokenResponse {
+    let response = CreateDelegationTokenResponse::default()
+        .with_error_code(code.0)
+        .with_principal_type(text(&owner.kind))
+        .with_principal_name(text(&owner.name))
+        .with_issue_timestamp_ms(timestamp)
+        .with_expiry_timestamp_ms(timestamp)
+        .with_max_timestamp_ms(timestamp);
+    with_requester(response, requester, version)
+}
+
+fn created(info: &TokenInfo, hmac: &[u8], version: i16) -> CreateDelegationTokenResponse {
+    let response = CreateDelegationTokenResponse::default()
+        .with_principal_type(text(&info.owner.kind))
+        .with_principal_name(text(&info.owner.name))
+        .with_issue_timestamp_ms(info.issue_ms)
+        .with_expiry_timestamp_ms(info.expiry_ms)
+        .with_max_timestamp_ms(info.max_ms)
+        .with_token_id(text(&info.token_id))
+        .with_hmac(Bytes::copy_from_slice(hmac));
+    with_requester(response, &info.requester, version)
+}
+
+/// The requester fields exist from v3 (KIP-373).
+fn with_requester(
+    response: CreateDelegationTokenResponse,
+    requester: &Principal,
+    version: i16,
+) -> CreateDelegationTokenResponse {
+    if version >= 3 {
+        response
+            .with_token_requester_principal_type(text(&requester.kind))
+            .with_token_requester_principal_name(text(&requester.name))
+    } else {
+        response
+    }
+}
+
+// ---- Renew and Expire ------------------------------------------------------------------------
+
+/// Renew or expire: the two APIs share their shape and their checks' structure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpiryOp {
+    Renew,
+    Expire,
+}
+
+impl DelegationTokenApis {
+    fn renew_or_expire(&self, request: &LocalRequest<'_>, body: HmacBody) -> Effect {
+        let (op, key) = if self.api_key == RENEW_DELEGATION_TOKEN {
+            (ExpiryOp::Renew, ApiKey::RenewDelegationToken)
+        } else {
+            (ExpiryOp::Expire, ApiKey::ExpireDelegationToken)
+        };
+        let reply = Reply::of(key, request);
+        if !token_requests_allowed(request.session) {
+            return expiry_answer(
+                op,
+                reply,
+                ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+                ERROR_TIMESTAMP,
+            );
+        }
+        let Some(manager) = self.manager.clone() else {
+            return expiry_answer(op, reply, ErrorCode::DELEGATION_TOKEN_AUTH_DISABLED, 0);
+        };
+        change_expiry(
+            manager,
+            op,
+            request.session.principal.clone(),
+            body,
+            reply,
+            request.now_ms,
+        )
+    }
+}
+
+/// Decides on a renew or expire and persists it; on a conflict (the token changed meanwhile) it
+/// decides again on the new state.
+fn change_expiry(
+    manager: Arc<TokenManager>,
+    op: ExpiryOp,
+    principal: Principal,
+    body: HmacBody,
+    reply: Reply,
+    now_ms: i64,
+) -> Effect {
+    let decided = match op {
+        ExpiryOp::Renew => manager.renew(&principal, &body.hmac, body.period_ms, now_ms),
+        ExpiryOp::Expire => manager.expire(&principal, &body.hmac, body.period_ms, now_ms),
+    };
+    let change = match decided {
+        Ok(change) => change,
+        // The controller's refusals leave the expiry at 0.
+        Err(code) => return expiry_answer(op, reply, code, 0),
+    };
+    let batch = change.batch.clone();
+    Effect::Persist(Persist::new(
+        batch,
+        move |stored: PersistOutcome, now| match stored {
+            Ok(_) => expiry_answer(op, reply, ErrorCode::NONE, change.expiry_ms),
+            Err(PersistError::Conflict) => change_expiry(manager, op, principal, body, reply, now),
+            Err(PersistError::Failed(reason)) => {
+                tracing::error!(%reason, "storing a delegation token change failed");
+                expiry_answer(op, reply, ErrorCode::UNKNOWN_SERVER_ERROR, 0)
+            }
+        },
+    ))
+}
+
+fn expiry_answer(op: ExpiryOp, reply: Reply, code: ErrorCode, expiry_ms: i64) -> Effect {
+    match op {
+        ExpiryOp::Renew => reply.send(
+            &RenewDelegationTokenResponse::default()
+                .with_error_code(code.0)
+                .with_expiry_timestamp_ms(expiry_ms),
+        ),
+        ExpiryOp::Expire => reply.send(
+            &ExpireDelegationTokenResponse::default()
+                .with_error_code(code.0)
+                .with_expiry_timestamp_ms(expiry_ms),
+        ),
+    }
+}
+
+// ---- DescribeDelegationToken -----------------------------------------------------------------
+
+impl DelegationTokenApis {
+    fn describe(&self, request: &LocalRequest<'_>, owners: decode::DescribeBody) -> Effect {
+        let reply = Reply::of(ApiKey::DescribeDelegationToken, request);
+        let refuse = |code: ErrorCode| {
+            reply.send(&DescribeDelegationTokenResponse::default().with_error_code(code.0))
+        };
+        if !token_requests_allowed(request.session) {
+            return refuse(ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED);
+        }
+        let Some(manager) = self.manager.as_deref() else {
+            return refuse(ErrorCode::DELEGATION_TOKEN_AUTH_DISABLED);
+        };
+        // [quirk] A non-null but empty owner list describes nothing (Kafka's
+        // `ownersListEmpty`); null describes every token the requester may see.
+        let owners: Option<Vec<Principal>> = owners.map(|o| o.into_iter().map(principal).collect());
+        if owners.as_ref().is_some_and(Vec::is_empty) {
+            return reply.send(&DescribeDelegationTokenResponse::default());
+        }
+        let requester = &request.session.principal;
+        let mut tokens: Vec<(TokenInfo, [u8; 64])> = manager
+            .tokens()
+            .into_iter()
+            .filter(|(info, _)| self.visible(request, requester, owners.as_deref(), info))
+            .collect();
+        tokens.sort_by(|a, b| (a.0.issue_ms, &a.0.token_id).cmp(&(b.0.issue_ms, &b.0.token_id)));
+        let described = tokens
+            .iter()
+            .map(|(info, hmac)| describe_token(info, hmac, reply.version))
+            .collect();
+        reply.send(&DescribeDelegationTokenResponse::default().with_tokens(described))
+    }
+
+    /// Kafka's `filterToken`: the owner filter first (some listed principal is the token's
+    /// owner, requester or renewer), then visibility: the requester is its owner, requester or
+    /// renewer, or may DESCRIBE the DelegationToken resource, or has DESCRIBE_TOKENS on
+    /// `User:<owner>`.
+    fn visible(
+        &self,
+        request: &LocalRequest<'_>,
+        requester: &Principal,
+        owners: Option<&[Principal]>,
+        info: &TokenInfo,
+    ) -> bool {
+        if let Some(owners) = owners {
+            if !owners.iter().any(|o| info.owner_requester_or_renewer(o)) {
+                return false;
+            }
+        }
+        info.owner_requester_or_renewer(requester)
+            || self.allowed(
+                request,
+                AclOperation::Describe,
+                ResourceType::DelegationToken,
+                &info.token_id,
+            )
+            || self.allowed(
+                request,
+                AclOperation::DescribeTokens,
+                ResourceType::User,
+                &info.owner.to_string(),
+            )
+    }
+}
+
+fn describe_token(info: &TokenInfo, hmac: &[u8], version: i16) -> DescribedDelegationToken {
+    let token = DescribedDelegationToken::default()
+        .with_principal_type(text(&info.owner.kind))
+        .with_principal_name(text(&info.owner.name))
+        .with_issue_timestamp(info.issue_ms)
+        .with_expiry_timestamp(info.expiry_ms)
+        .with_max_timestamp(info.max_ms)
+        .with_token_id(text(&info.token_id))
+        .with_hmac(Bytes::copy_from_slice(hmac))
+        .with_renewers(
+            info.renewers
+                .iter()
+                .map(|r| {
+                    DescribedDelegationTokenRenewer::default()
+                        .with_principal_type(text(&r.kind))
+                        .with_principal_name(text(&r.name))
+                })
+                .collect(),
+        );
+    if version >= 3 {
+        token
+            .with_token_requester_principal_type(text(&info.requester.kind))
+            .with_token_requester_principal_name(text(&info.requester.name))
+    } else {
+        token
+    }
+}
+
+#[cfg(test)]
+mod tests;

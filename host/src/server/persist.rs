@@ -1,0 +1,51 @@
+//! Carrying out a local handler's [`Persist`] effect: the records go to the store writer (off the
+//! request path, group-committed), and the continuation decides what the client gets.
+
+use bytes::Bytes;
+use portcullis::local::{Effect, Persist, PersistError};
+
+use crate::store_writer::StoreWriter;
+
+/// A continuation may ask to persist again (after a conflict it re-checks the request against
+/// the views and tries once more); past this many rounds the request is closed rather than
+/// looping while other writers keep winning.
+const MAX_ROUNDS: usize = 16;
+
+/// What the client gets once the persist has run its course.
+#[derive(Debug)]
+pub(super) enum Finished {
+    /// This response, in the request's place.
+    Respond(Bytes),
+    /// Close the connection (the reason is logged).
+    Close(String),
+}
+
+/// Runs `persist` (and any persist its continuation asks for) to an answer.
+pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finished {
+    let mut effect = Effect::Persist(persist);
+    for _ in 0..MAX_ROUNDS {
+        match effect {
+            Effect::Respond(frame) => return Finished::Respond(frame),
+            Effect::Close(reason) => return Finished::Close(reason),
+            Effect::Persist(persist) => {
+                let outcome = match writer {
+                    Some(writer) => writer.persist(persist.batch().clone()).await,
+                    None => Err(PersistError::Failed(
+                        "this node has no metadata store".to_owned(),
+                    )),
+                };
+                effect = persist.complete(outcome, now_ms());
+            }
+        }
+    }
+    Finished::Close(format!(
+        "a local write conflicted with concurrent writes {MAX_ROUNDS} times in a row"
+    ))
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
