@@ -45,6 +45,7 @@ pub mod registry;
 pub mod sasl;
 pub mod secret;
 pub mod store;
+pub mod throttle;
 
 /// The framework's version, written into every dynamic plugin's declaration.
 pub const FRAMEWORK_VERSION: &str = env!("CARGO_PKG_VERSION");

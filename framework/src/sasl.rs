@@ -20,6 +20,13 @@ pub trait SaslExchange: Send {
     /// Processes the next client token. After `Complete` or `Fail` the exchange is finished and is
     /// not stepped again.
     fn step(&mut self, client_token: &[u8]) -> StepOutcome;
+
+    /// The user name the client claimed so far, verified or not (SCRAM's `n=`, PLAIN's authcid).
+    /// Used only to throttle failed authentications per user name
+    /// ([`crate::throttle::FailureThrottle`]); `None` (the default) throttles by address alone.
+    fn claimed_user(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What a connection knows when an exchange starts.

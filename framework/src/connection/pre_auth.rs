@@ -5,6 +5,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
@@ -28,10 +29,10 @@ pub(super) fn on_first_frames(
 ) -> Transition {
     let (api_key, _, _) = match header::peek_ids(&frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
     };
     match api_key {
-        API_VERSIONS if first => api_versions(conn, &frame),
+        API_VERSIONS if first => api_versions(conn, &frame, now_ms),
         // Kafka treats a second ApiVersions before the handshake as an internal illegal state and
         // closes at once, without a response.
         API_VERSIONS => (
@@ -46,14 +47,15 @@ pub(super) fn on_first_frames(
             CloseReason::IllegalState(format!(
                 "Unexpected Kafka request of type {other} during SASL handshake"
             )),
+            now_ms,
         ),
     }
 }
 
-fn api_versions(conn: &Connection, frame: &Bytes) -> Transition {
+fn api_versions(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
     let (_, version, correlation_id) = match header::peek_ids(frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
     };
     if !(0..=API_VERSIONS_MAX).contains(&version) {
         // The client may retry with a version we support: stay in the initial state.
@@ -106,7 +108,11 @@ pub(super) fn decode_handshake(frame: &Bytes) -> Result<Handshake, String> {
 
 /// Answers a handshake for a mechanism that is not enabled: UNSUPPORTED_SASL_MECHANISM with the
 /// enabled list, then a delayed close.
-pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) -> Transition {
+pub(super) fn unsupported_mechanism(
+    conn: &Connection,
+    handshake: &Handshake,
+    now_ms: i64,
+) -> Transition {
     conn.config.events.publish(Event::AuthenticationFailed {
         mechanism: None,
         client_address: conn.client_address,
@@ -124,10 +130,10 @@ pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) ->
             State::Failed,
             vec![
                 Action::Respond(bytes),
-                Action::CloseAfter(conn.config.failed_auth_delay),
+                Action::CloseAfter(failure_delay(conn, None, now_ms)),
             ],
         ),
-        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
     }
 }
 
@@ -166,10 +172,10 @@ pub(super) fn handshake_ok(conn: &Connection, handshake: &Handshake) -> Result<B
 fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
     let handshake = match decode_handshake(frame) {
         Ok(h) => h,
-        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
+        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason), now_ms),
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        return unsupported_mechanism(conn, &handshake);
+        return unsupported_mechanism(conn, &handshake, now_ms);
     };
     let auth = start_exchange(conn, mechanism, &handshake, now_ms);
     respond_or_close(State::Authenticating(auth), handshake_ok(conn, &handshake))
@@ -200,7 +206,11 @@ pub(super) fn on_auth_frame(
                         ),
                         Err(_) => (
                             State::Failed,
-                            vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                            vec![Action::CloseAfter(failure_delay(
+                                conn,
+                                auth.exchange.claimed_user(),
+                                now_ms,
+                            ))],
                         ),
                     }
                 }
@@ -208,7 +218,11 @@ pub(super) fn on_auth_frame(
                     report_failure(conn, &auth, &failure, previous.is_some());
                     (
                         State::Failed,
-                        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                        vec![Action::CloseAfter(failure_delay(
+                            conn,
+                            auth.exchange.claimed_user(),
+                            now_ms,
+                        ))],
                     )
                 }
             }
@@ -234,7 +248,7 @@ fn framed_step(
 ) -> Transition {
     let header = match header::parse(&frame) {
         Ok(h) => h,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
     };
     if header.api_key != SASL_AUTHENTICATE {
         // Kafka answers that API with ILLEGAL_SASL_STATE; it needs the API's own error response,
@@ -246,6 +260,7 @@ fn framed_step(
                 "Unexpected Kafka request of type {} during SASL authentication",
                 header.api_key
             )),
+            now_ms,
         );
     }
     if !(0..=2).contains(&header.api_version) {
@@ -263,11 +278,11 @@ fn framed_step(
         header.api_version,
     ) {
         Ok(r) => r,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
     };
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     let reauthentication = previous.is_some();
-    let failed = |message: String| {
+    let failed = |message: String, user: Option<&str>| {
         let response = responses::authenticate(
             ErrorCode::SASL_AUTHENTICATION_FAILED,
             Some(message),
@@ -281,10 +296,10 @@ fn framed_step(
                 State::Failed,
                 vec![
                     Action::Respond(bytes),
-                    Action::CloseAfter(conn.config.failed_auth_delay),
+                    Action::CloseAfter(failure_delay(conn, user, now_ms)),
                 ],
             ),
-            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
         }
     };
     match auth.exchange.step(&request.auth_bytes) {
@@ -308,12 +323,15 @@ fn framed_step(
                     );
                     respond_or_close(State::Authenticated(session), response)
                 }
-                Err(message) => failed(message),
+                Err(message) => failed(message, auth.exchange.claimed_user()),
             }
         }
         StepOutcome::Fail(failure) => {
             report_failure(conn, &auth, &failure, reauthentication);
-            failed(failure.client_message(auth.mechanism.name(), reauthentication))
+            failed(
+                failure.client_message(auth.mechanism.name(), reauthentication),
+                auth.exchange.claimed_user(),
+            )
         }
     }
 }
@@ -443,12 +461,20 @@ fn report_failure(
 
 /// Kafka's behaviour for a pre-authentication protocol violation: no response, the connection
 /// closes after the failure delay.
-pub(super) fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
+pub(super) fn fail_silently(conn: &Connection, reason: CloseReason, now_ms: i64) -> Transition {
     tracing::debug!(client = %conn.client_address, ?reason, "closing unauthenticated connection");
     (
         State::Failed,
-        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+        vec![Action::CloseAfter(failure_delay(conn, None, now_ms))],
     )
+}
+
+/// Counts a failed authentication and returns how long to wait before answering it (Kafka's
+/// delay, growing with the recent failures of this address and of the claimed user name).
+pub(super) fn failure_delay(conn: &Connection, user: Option<&str>, now_ms: i64) -> Duration {
+    conn.config
+        .failure_throttle
+        .record_failure(conn.client_address, user, now_ms)
 }
 
 pub(super) fn respond_or_close(
