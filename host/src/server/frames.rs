@@ -12,6 +12,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// How many bytes one read may add to the buffer.
 const READ_CHUNK: usize = 64 * 1024;
+/// The least room offered to one read. A read that does not fill the room it was given tells
+/// tokio the socket is drained, so the next wait costs no `read` call that would only return
+/// `EWOULDBLOCK`; offering only the 4 bytes of a size prefix would fill it every time.
+const MIN_READ: usize = 4 * 1024;
 
 /// What the next read produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -63,7 +67,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if let Some(outcome) = self.parse(max_size)? {
                 return Ok(outcome);
             }
-            let wanted = self.bytes_missing().clamp(1, READ_CHUNK);
+            let wanted = self.bytes_missing().clamp(MIN_READ, READ_CHUNK);
             self.buffer.reserve(wanted);
             let read = self.inner.read_buf(&mut self.buffer).await?;
             if read == 0 {
@@ -72,6 +76,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 } else {
                     Err(FrameError::Truncated)
                 };
+            }
+        }
+    }
+
+    /// Reads and throws away everything the peer sends until it closes (`Ok`) or the socket
+    /// fails: a closing connection reads its input to the end so that closing it does not make
+    /// the kernel answer unread bytes with a reset, which can destroy answers already sent.
+    /// Cancel-safe; keeps at most one read chunk in memory.
+    pub async fn discard_until_eof(&mut self) -> std::io::Result<()> {
+        loop {
+            self.buffer.clear();
+            self.buffer.reserve(READ_CHUNK);
+            if self.inner.read_buf(&mut self.buffer).await? == 0 {
+                return Ok(());
             }
         }
     }
