@@ -24,7 +24,7 @@
 //! Sans-I/O like the rest of the framework: the caller passes the time.
 
 use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -172,10 +172,7 @@ impl Sketch {
     fn slots<K: Hash + ?Sized>(&self, key: &K) -> [usize; ROWS] {
         let mut slots = [0; ROWS];
         for (slot, hasher) in slots.iter_mut().zip(&self.hashers) {
-            let mut h = hasher.build_hasher();
-            key.hash(&mut h);
-            // The width is a power of two; the modulo keeps the index in range regardless.
-            *slot = (h.finish() % SKETCH_WIDTH as u64) as usize;
+            *slot = (hasher.hash_one(key) % SKETCH_WIDTH as u64) as usize;
         }
         slots
     }
