@@ -37,7 +37,7 @@ while (($#)); do
     --target) target=${2:?--target needs portcullis or kafka}; shift ;;
     --keep) keep=1 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift
