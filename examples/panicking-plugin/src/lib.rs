@@ -2,7 +2,28 @@
 //! crosses the library boundary. Its configuration picks where it panics:
 //! `panic_in = "create"` (in `from_config`), `"start"`, or `"step"` (the default; the exchange
 //! panics when the client sends `panic!` and fails visibly otherwise).
+//!
+//! Its panics are deliberate and caught by the export wrapper, so they print one line each, never
+//! a backtrace (even with `RUST_BACKTRACE=1`): a passing test run should not look like a failing
+//! one. The library has its own copy of std, hence its own panic hook, so the quiet hook installed
+//! here only ever applies to this plugin's panics.
+use std::sync::Once;
+
 use portcullis::abi::{MechanismPlugin, PluginConfig};
+
+/// Replaces this library's panic hook with one line per (deliberate) panic.
+fn quiet_panics() {
+    static QUIET: Once = Once::new();
+    QUIET.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let location = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            eprintln!("panicking-plugin: deliberate panic at {location} (the host must catch it)");
+        }));
+    });
+}
 use portcullis::sasl::{AuthFailure, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome};
 
 pub struct PanickingMechanism {
@@ -12,6 +33,7 @@ pub struct PanickingMechanism {
 impl MechanismPlugin for PanickingMechanism {
     const PLUGIN_NAME: &'static str = "X-PANIC";
     fn from_config(config: &str) -> Result<Self, String> {
+        quiet_panics();
         let config = PluginConfig::parse(config).map_err(|e| e.to_string())?;
         match config.get("panic_in").unwrap_or("step") {
             "create" => panic!("test hook: panic in from_config"),
