@@ -73,6 +73,11 @@ pub struct LimitsConfig {
     /// 8 KiB; a frame the budget cannot cover closes its connection.
     #[serde(default = "default_max_pre_auth_buffer_bytes")]
     pub max_pre_auth_buffer_bytes: usize,
+    /// The least time between the last answer written to a client and the end of its connection
+    /// (the FIN). Some clients (kafka-python 2.x) throw away answers that arrive together with
+    /// the end of the connection, and resend a Produce that was already written.
+    #[serde(default = "default_close_pause_ms")]
+    pub close_pause_ms: u64,
     /// How failed authentications are delayed beyond `listener.failed_authentication_delay_ms`.
     #[serde(default)]
     pub failed_authentication: FailedAuthenticationLimits,
@@ -86,6 +91,7 @@ impl Default for LimitsConfig {
             connections_max_idle_ms: default_connections_max_idle_ms(),
             authentication_timeout_ms: default_authentication_timeout_ms(),
             max_pre_auth_buffer_bytes: default_max_pre_auth_buffer_bytes(),
+            close_pause_ms: default_close_pause_ms(),
             failed_authentication: FailedAuthenticationLimits::default(),
         }
     }
@@ -146,6 +152,9 @@ fn default_authentication_timeout_ms() -> u64 {
 }
 fn default_max_pre_auth_buffer_bytes() -> usize {
     64 * 1024 * 1024
+}
+fn default_close_pause_ms() -> u64 {
+    1_000
 }
 fn default_free_failures() -> u32 {
     3
@@ -577,15 +586,62 @@ fn check_file(path: &Path, text: &str) -> Result<(), ConfigError> {
         Err(e) => {
             let offset = e.span().map_or(0, |s| s.start);
             let (line, column) = line_and_column(text, offset);
+            let key = key_at(text, offset);
+            let message = readable(&e.message().trim().replace('\n', "; "), key.as_deref());
             Err(ConfigError::File {
                 path: path.to_owned(),
                 line,
                 column,
-                key: key_at(text, offset),
-                message: e.message().trim().replace('\n', "; "),
+                key,
+                message,
             })
         }
     }
+}
+
+/// Rewrites serde's and figment's wording for people: `expected u16` becomes "expected a port
+/// (1–65535)" for a port key and "expected a whole number (0 or more)" otherwise, `i32` and
+/// friends "an integer"; figment's doubled quoting (``expected `one of `a`, `b```) loses a level.
+fn readable(message: &str, key: Option<&str>) -> String {
+    let mut text = message.to_owned();
+    // figment quotes serde's "one of `a`, `b`" list once more.
+    if let Some(start) = text.find("expected `one of ") {
+        let list_start = start + "expected `".len();
+        if text.ends_with('`') {
+            text.pop();
+        }
+        text.replace_range(start..list_start, "expected ");
+    }
+    text = text
+        .replace("invalid value signed int ", "invalid value ")
+        .replace("invalid value unsigned int ", "invalid value ")
+        .replace("invalid value: integer ", "invalid value ");
+    let is_port = key.is_some_and(|k| k.ends_with("port") || k.ends_with("port_base"));
+    let unsigned = if is_port {
+        "a port (1–65535)"
+    } else {
+        "a whole number (0 or more)"
+    };
+    for (rust, plain) in [
+        ("u8", unsigned),
+        ("u16", unsigned),
+        ("u32", unsigned),
+        ("u64", unsigned),
+        ("usize", unsigned),
+        ("i8", "an integer"),
+        ("i16", "an integer"),
+        ("i32", "an integer"),
+        ("i64", "an integer"),
+        ("isize", "an integer"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+    ] {
+        let expected = format!("expected {rust}");
+        if text.ends_with(&expected) || text.contains(&format!("{expected} ")) {
+            text = text.replace(&expected, &format!("expected {plain}"));
+        }
+    }
+    text
 }
 
 /// 1-based line and column of a byte offset.
@@ -759,7 +815,7 @@ fn figment_error(
             format!("{key}.{field}")
         };
     }
-    let message = error.kind.to_string();
+    let message = readable(&error.kind.to_string(), Some(&key));
     if from_env {
         let vars = overrides.vars_under(&error.path.join("."));
         let var = if vars.is_empty() {
@@ -1318,7 +1374,7 @@ bootstrap_servers = ["127.0.0.1:19092"]
             } => {
                 assert_eq!(line, 8);
                 assert_eq!(key.as_deref(), Some("listener.broker_port_base"));
-                assert!(message.contains("expected u16"), "{message}");
+                assert!(message.contains("expected a port (1–65535)"), "{message}");
             }
             other => panic!("{other:?}"),
         }
@@ -1410,10 +1466,30 @@ bootstrap_servers = ["127.0.0.1:19092"]
         match err {
             ConfigError::Env { var, message } => {
                 assert_eq!(var, "PCT_ENVBAD_LISTENER__BROKER_PORT_BASE");
-                assert!(message.contains("u16"), "{message}");
+                assert!(message.contains("expected a port (1–65535)"), "{message}");
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn type_errors_name_the_expected_value_in_words() {
+        let err = load_env(GOOD, "PCT_WORDS1_", &[("NODE__ID", "x")]).unwrap_err();
+        assert!(err.to_string().ends_with("expected an integer"), "{err}");
+        let err = load_env(GOOD, "PCT_WORDS2_", &[("LIMITS__MAX_CONNECTIONS", "-1")]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("invalid value `-1`"), "{text}");
+        assert!(
+            text.ends_with("expected a whole number (0 or more)"),
+            "{text}"
+        );
+        let err = load_env(GOOD, "PCT_WORDS3_", &[("LISTENER__BOGUS", "1")]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("expected one of `name`, `address`,") && !text.contains("``"),
+            "{text}"
+        );
+        assert!(text.ends_with('`') && !text.contains("`one of"), "{text}");
     }
 
     #[test]
