@@ -26,9 +26,9 @@
 //!   request at a time, nothing read after the request that ended the session is forwarded.
 //! - **Delaying** waits before answering a failed authentication (Kafka delays the answer, not
 //!   just the close, so a guesser cannot retry sooner).
-//! - **Closing** is a lingering close: no FIN sooner than [`CLOSE_PAUSE`] after the last answer
-//!   (some clients — kafka-python 2.x — throw away every byte of a read that ends in EOF, and
-//!   would resend a Produce that was written), then FIN, then the client's input is read and
+//! - **Closing** is a lingering close: no FIN sooner than `limits.close_pause_ms` after the last
+//!   answer (some clients — kafka-python 2.x — throw away every byte of a read that ends in EOF,
+//!   and would resend a Produce that was written), then FIN, then the client's input is read and
 //!   discarded until it closes too or [`LINGER`] passes. Closing a socket with unread input makes
 //!   the kernel send a reset, which can destroy answers the client has not read yet.
 //! - **Gone**: the client closed, or the socket failed; nothing more can be written.
@@ -60,10 +60,6 @@ pub const MAX_IN_FLIGHT: usize = 100;
 /// How long a closing connection waits for the answers to requests it already forwarded (Kafka's
 /// default `request.timeout.ms`).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The least time between the last answer written and the FIN: long enough for a client to read
-/// the answers in a read of their own, before it sees the end of the connection.
-pub const CLOSE_PAUSE: Duration = Duration::from_millis(300);
 
 /// How long a closing connection waits for the client to close its side after the FIN.
 pub const LINGER: Duration = Duration::from_secs(5);
@@ -519,7 +515,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     async fn close_lingering(&mut self) {
         let mut client_closed = false;
         if let Some(last_write) = self.last_write {
-            let pause_end = last_write + CLOSE_PAUSE;
+            // Long enough for the client to read the answers in a read of their own.
+            let pause_end = last_write + self.shared.limits.close_pause;
             if let Ok(read) = timeout_at(pause_end, self.reader.discard_until_eof()).await {
                 // EOF (or a failed socket): nothing more will arrive.
                 client_closed = true;

@@ -133,6 +133,7 @@ pub(crate) struct Shared {
 pub(crate) struct ConnectionLimits {
     authentication_timeout: Duration,
     idle_timeout: Duration,
+    close_pause: Duration,
 }
 
 /// A bound, not yet serving, Portcullis server. Its bootstrap port is reserved (bound) but
@@ -246,6 +247,7 @@ impl Server {
             limits: ConnectionLimits {
                 authentication_timeout: Duration::from_millis(limits.authentication_timeout_ms),
                 idle_timeout: Duration::from_millis(limits.connections_max_idle_ms),
+                close_pause: Duration::from_millis(limits.close_pause_ms),
             },
             sasl_workers: Arc::new(Semaphore::new(sasl_worker_count())),
         };
