@@ -262,7 +262,8 @@ class PortcullisProcess:
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, wait: bool = True) -> None:
+        """Starts the process; with `wait`, returns once its bootstrap and broker ports accept."""
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
@@ -278,6 +279,8 @@ class PortcullisProcess:
         )
         log.close()
         PortcullisProcess.started.append(self)
+        if not wait:
+            return
         try:
             wait_for_port("127.0.0.1", self.listener_port, timeout, self.proc)
             wait_for_port("127.0.0.1", self.broker_port_base + KAFKA_NODE_ID, timeout, self.proc)
