@@ -29,10 +29,10 @@ pub(super) fn on_first_frames(
 ) -> Transition {
     let (api_key, _, _) = match header::peek_ids(&frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     };
     match api_key {
-        API_VERSIONS if first => api_versions(conn, &frame, now_ms),
+        API_VERSIONS if first => api_versions(conn, &frame),
         // Kafka treats a second ApiVersions before the handshake as an internal illegal state and
         // closes at once, without a response.
         API_VERSIONS => (
@@ -47,15 +47,14 @@ pub(super) fn on_first_frames(
             CloseReason::IllegalState(format!(
                 "Unexpected Kafka request of type {other} during SASL handshake"
             )),
-            now_ms,
         ),
     }
 }
 
-fn api_versions(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
+fn api_versions(conn: &Connection, frame: &Bytes) -> Transition {
     let (_, version, correlation_id) = match header::peek_ids(frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     };
     if !(0..=API_VERSIONS_MAX).contains(&version) {
         // The client may retry with a version we support: stay in the initial state.
@@ -108,11 +107,7 @@ pub(super) fn decode_handshake(frame: &Bytes) -> Result<Handshake, String> {
 
 /// Answers a handshake for a mechanism that is not enabled: UNSUPPORTED_SASL_MECHANISM with the
 /// enabled list, then a delayed close.
-pub(super) fn unsupported_mechanism(
-    conn: &Connection,
-    handshake: &Handshake,
-    now_ms: i64,
-) -> Transition {
+pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) -> Transition {
     conn.config.events.publish(Event::AuthenticationFailed {
         mechanism: None,
         client_address: conn.client_address,
@@ -130,10 +125,10 @@ pub(super) fn unsupported_mechanism(
             State::Failed,
             vec![
                 Action::Respond(bytes),
-                Action::CloseAfter(failure_delay(conn, None, now_ms)),
+                Action::CloseAfter(protocol_failure_delay(conn)),
             ],
         ),
-        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     }
 }
 
@@ -172,10 +167,10 @@ pub(super) fn handshake_ok(conn: &Connection, handshake: &Handshake) -> Result<B
 fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
     let handshake = match decode_handshake(frame) {
         Ok(h) => h,
-        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason), now_ms),
+        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        return unsupported_mechanism(conn, &handshake, now_ms);
+        return unsupported_mechanism(conn, &handshake);
     };
     let auth = start_exchange(conn, mechanism, &handshake, now_ms);
     respond_or_close(State::Authenticating(auth), handshake_ok(conn, &handshake))
@@ -248,7 +243,7 @@ fn framed_step(
 ) -> Transition {
     let header = match header::parse(&frame) {
         Ok(h) => h,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     };
     if header.api_key != SASL_AUTHENTICATE {
         // Kafka answers that API with ILLEGAL_SASL_STATE; it needs the API's own error response,
@@ -260,7 +255,6 @@ fn framed_step(
                 "Unexpected Kafka request of type {} during SASL authentication",
                 header.api_key
             )),
-            now_ms,
         );
     }
     if !(0..=2).contains(&header.api_version) {
@@ -278,7 +272,7 @@ fn framed_step(
         header.api_version,
     ) {
         Ok(r) => r,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
     };
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     let reauthentication = previous.is_some();
@@ -299,7 +293,7 @@ fn framed_step(
                     Action::CloseAfter(failure_delay(conn, user, now_ms)),
                 ],
             ),
-            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string()), now_ms),
+            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
         }
     };
     match auth.exchange.step(&request.auth_bytes) {
@@ -461,15 +455,22 @@ fn report_failure(
 
 /// Kafka's behaviour for a pre-authentication protocol violation: no response, the connection
 /// closes after the failure delay.
-pub(super) fn fail_silently(conn: &Connection, reason: CloseReason, now_ms: i64) -> Transition {
+pub(super) fn fail_silently(conn: &Connection, reason: CloseReason) -> Transition {
     tracing::debug!(client = %conn.client_address, ?reason, "closing unauthenticated connection");
     (
         State::Failed,
-        vec![Action::CloseAfter(failure_delay(conn, None, now_ms))],
+        vec![Action::CloseAfter(protocol_failure_delay(conn))],
     )
 }
 
-/// Counts a failed authentication and returns how long to wait before answering it (Kafka's
+/// The delay of a failure that is no credential check (a protocol violation, an unsupported or
+/// changed mechanism): Kafka's fixed delay. It is not counted by the throttle, which is there
+/// for password guessing.
+pub(super) fn protocol_failure_delay(conn: &Connection) -> Duration {
+    conn.config.failure_throttle.policy().base
+}
+
+/// Counts a failed credential check and returns how long to wait before answering it (Kafka's
 /// delay, growing with the recent failures of this address and of the claimed user name).
 pub(super) fn failure_delay(conn: &Connection, user: Option<&str>, now_ms: i64) -> Duration {
     conn.config

@@ -53,16 +53,12 @@ pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: 
     let handshake: Handshake = match pre_auth::decode_handshake(frame) {
         Ok(h) => h,
         Err(reason) => {
-            return pre_auth::fail_silently(
-                conn,
-                super::CloseReason::InvalidRequest(reason),
-                now_ms,
-            )
+            return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))
         }
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
         conn.config.metrics.failed_reauthentication();
-        return pre_auth::unsupported_mechanism(conn, &handshake, now_ms);
+        return pre_auth::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
     previous.reauth_started_at_ms = Some(now_ms);
@@ -108,9 +104,7 @@ pub(super) fn on_frame(
                 });
             (
                 State::Failed,
-                vec![Action::CloseAfter(pre_auth::failure_delay(
-                    conn, None, now_ms,
-                ))],
+                vec![Action::CloseAfter(pre_auth::protocol_failure_delay(conn))],
             )
         }
     }

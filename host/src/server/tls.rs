@@ -279,6 +279,46 @@ mod tests {
         }
     }
 
+    fn upstream(files: &Files, ca: Option<&str>) -> UpstreamTlsConfig {
+        UpstreamTlsConfig {
+            ca_file: ca.map(|name| files.path(name)),
+            ..UpstreamTlsConfig::default()
+        }
+    }
+
+    #[test]
+    fn upstream_client_configurations() {
+        let files = Files::new();
+        assert!(client_config(&upstream(&files, Some("cert.pem"))).is_ok());
+        let mut with_cert = upstream(&files, Some("cert.pem"));
+        with_cert.cert_file = Some(files.path("cert.pem"));
+        with_cert.key_file = Some(files.path("key.pem"));
+        assert!(client_config(&with_cert).is_ok());
+        with_cert.verify_server_name = false;
+        assert!(client_config(&with_cert).is_ok());
+        let e = client_config(&upstream(&files, Some("empty.pem"))).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Empty { .. }), "{e}");
+        let e = client_config(&upstream(&files, Some("missing.pem"))).unwrap_err();
+        assert!(e.to_string().contains("missing.pem"), "{e}");
+    }
+
+    #[test]
+    fn server_names_come_from_the_address_host() {
+        assert_eq!(
+            server_name("kafka-1.example.com:9093").unwrap(),
+            ServerName::try_from("kafka-1.example.com").unwrap()
+        );
+        assert_eq!(
+            server_name("127.0.0.1:9093").unwrap(),
+            ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())
+        );
+        assert_eq!(
+            server_name("[::1]:9093").unwrap(),
+            ServerName::IpAddress(std::net::Ipv6Addr::LOCALHOST.into())
+        );
+        assert!(server_name("bad host:9093").is_err());
+    }
+
     #[test]
     fn builds_for_every_client_auth_mode() {
         let files = Files::new();
