@@ -221,7 +221,11 @@ class PortcullisProcess:
         self.stopping = False
         self.crash_reported = False
 
-    def write_config(self, *, upstream: dict, tls: TlsFiles | None, plugin_dir: Path) -> None:
+    def write_config(self, *, upstream: dict, tls: TlsFiles | None, plugin_dir: Path,
+                     kafka_like_failure_delay: bool = True) -> None:
+        """`kafka_like_failure_delay` caps the failed-authentication delay at Kafka's fixed 100 ms:
+        the shared gateways get the deliberate failures of many tests, all from 127.0.0.1, and the
+        client tests compare with Kafka; the growing delay has its own tests (test_limits.py)."""
         self.listener_port, broker_port = free_port_pair()
         self.broker_port_base = broker_port - KAFKA_NODE_ID
         lines = [
@@ -247,6 +251,8 @@ class PortcullisProcess:
                 'client_auth = "none"',
                 "",
             ]
+        if kafka_like_failure_delay:
+            lines += ["[limits.failed_authentication]", "max_delay_ms = 100", ""]
         lines += ["[upstream]"]
         lines += [f"{k} = {toml_value(v)}" for k, v in upstream.items()]
         lines += ["", "[forwarding]", 'policy = "passthrough"', "deny_api_keys = []", ""]

@@ -81,7 +81,8 @@ def start_portcullis(
     if upstream is None:
         upstream = {"bootstrap_servers": [launcher.kafka["KAFKA_BOOTSTRAP"]], "security_protocol": "PLAINTEXT"}
     p = PortcullisProcess(launcher.binary, workdir, name)
-    p.write_config(upstream=upstream, tls=None, plugin_dir=plugin_dir)
+    p.write_config(upstream=upstream, tls=None, plugin_dir=plugin_dir,
+                   kafka_like_failure_delay="limits.failed_authentication" not in (extra_sections or {}))
     text = p.config.read_text()
     extra = "".join(f"{k} = {_toml(v)}\n" for k, v in (listener or {}).items())
     if text.count("\n[listener]\n") != 1:
