@@ -18,8 +18,11 @@ Scenarios:
   idle-unauthenticated  N connections that connect and send nothing (kept at N: the authentication
                         deadline closes them after limits.authentication_timeout_ms, they reconnect)
   idle-authenticated    N connections that log in (PLAIN) and then send nothing
-  slow-senders          N connections that announce a 512 KiB SaslHandshake frame and send 64 bytes
-                        of it every second (kept at N)
+  slow-senders          N connections that announce a 100-byte frame and send one byte of it per
+                        second (kept at N: the authentication deadline closes them)
+  large-frames          N connections that announce a 512 KiB frame (the pre-authentication limit)
+                        and send all of it but the last KiB (kept at N): bounded by the
+                        pre-authentication buffer budget
   scram-guessing        N clients sending wrong SCRAM-SHA-512 proofs as fast as they are answered
   plain-guessing        N clients sending wrong PLAIN passwords as fast as they are answered
 """
@@ -128,23 +131,36 @@ async def _idle_authenticated(host, port, n, user, password, _counter):
     await _keep(n, one)
 
 
-async def _slow_senders(host, port, n, _user, _password, _counter):
+async def _held_frame(host, port, n, announced: int, sent: int, chunk: int) -> None:
+    """`n` connections (kept at n) that announce a frame of `announced` bytes, send `sent` bytes of
+    it at once and then `chunk` more per second, never finishing it."""
+
     async def one(_):
         reader, writer = await _connect(host, port)
         try:
-            writer.write(struct.pack(">i", 512 * 1024))
+            writer.write(struct.pack(">i", announced) + b"\0" * sent)
             while True:
-                writer.write(b"\0" * 64)
                 await writer.drain()
                 try:
                     if await asyncio.wait_for(reader.read(1), 1.0) == b"":
                         return  # closed by the server
                 except asyncio.TimeoutError:
                     pass
+                writer.write(b"\0" * chunk)
         finally:
             writer.close()
 
     await _keep(n, one)
+
+
+async def _slow_senders(host, port, n, _user, _password, _counter):
+    # A 100-byte frame (a SaslHandshake's size), one byte per second (slowloris).
+    await _held_frame(host, port, n, 100, 0, 1)
+
+
+async def _large_frames(host, port, n, _user, _password, _counter):
+    # The largest pre-authentication frame (512 KiB), all of it but its last KiB, which never comes.
+    await _held_frame(host, port, n, 512 * 1024, 511 * 1024, 0)
 
 
 async def _scram_guessing(host, port, n, user, _password, counter):
@@ -186,6 +202,7 @@ FLOODS = {
     "idle-unauthenticated": _idle_unauthenticated,
     "idle-authenticated": _idle_authenticated,
     "slow-senders": _slow_senders,
+    "large-frames": _large_frames,
     "scram-guessing": _scram_guessing,
     "plain-guessing": _plain_guessing,
 }
@@ -292,21 +309,29 @@ def main() -> None:
     ap.add_argument("--kafka-bootstrap", help="Kafka's PLAINTEXT address, to create the topic")
     ap.add_argument("--kafka-user", default="alice")
     ap.add_argument("--scenarios", default="idle-unauthenticated:5000,idle-authenticated:5000,"
-                    "slow-senders:2000,scram-guessing:50,plain-guessing:50")
+                    "slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50")
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--ramp", type=float, default=8.0, help="seconds for a flood to build up")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds after a flood before the next")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--no-baseline", action="store_true", help="do not measure without a flood first")
+    ap.add_argument("--header", action="store_true", help="print the table's header")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if args.kafka_bootstrap:
         from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
+        from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
+
         admin = AdminClient({"bootstrap.servers": args.kafka_bootstrap})
         for f in admin.create_topics([NewTopic(args.topic, num_partitions=1, replication_factor=1)]).values():
-            f.result(60)
-    results = [_measure(args, None, 0)]
+            try:
+                f.result(60)
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+    results = [] if args.no_baseline else [_measure(args, None, 0)]
     for item in args.scenarios.split(","):
         name, _, n = item.partition(":")
         print(f"flood: {name} x {n}", file=sys.stderr, flush=True)
@@ -314,8 +339,9 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
-    print("| scenario | flood | Portcullis RSS (MiB) | open fds | Portcullis CPU | legitimate SCRAM login + produce, median / max (s) | PLAIN, median / max (s) | failed logins answered per s: Portcullis / Kafka |")
-    print("|---|---|---|---|---|---|---|---|")
+    if args.header:
+        print("| scenario | flood | Portcullis RSS before → during (MiB) | its open fds | its CPU | legitimate SCRAM-SHA-512 login + produce, median / max (s) | the same with PLAIN (s) | failed logins answered per s: Portcullis / Kafka |")
+        print("|---|---|---|---|---|---|---|---|")
     for r in results:
         guesses = "" if r["guesses_per_s"] is None else f"{r['guesses_per_s']:.1f} / {r.get('kafka_guesses_per_s', float('nan')):.1f}"
         print(f"| {r['scenario']} | {r['connections']} | {r['rss_before_mib']:.0f} → {r['rss_mib']:.0f} | {r['fds']} "

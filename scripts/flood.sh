@@ -6,9 +6,13 @@
 # produces one record from 127.0.0.1, and compares the password-guessing rates with Kafka's own SASL
 # listener. Prints a Markdown table (also results.md in the run directory) and stops what it started.
 #
-# Usage: scripts/flood.sh [--scenarios LIST] [--keep]
+# Usage: scripts/flood.sh [--scenarios LIST] [--binary PATH] [--keep]
 #   --scenarios LIST  name:count,... (default: idle-unauthenticated:5000,idle-authenticated:5000,
-#                     slow-senders:2000,scram-guessing:50,plain-guessing:50; see scripts/flood.py)
+#                     slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50; see
+#                     scripts/flood.py)
+#   --binary PATH     measure this portcullis binary instead of this checkout's release build
+#   --limits TOML     extra keys for the node's [limits] table, e.g. 'authentication_timeout_ms = 600000'
+#                     (to measure what held connections cost, before the deadline closes them)
 #   --keep            keep the run directory (configs, logs) on success too
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -24,10 +28,14 @@ source scripts/lib/venv.sh
 source scripts/lib/kafka.sh
 
 scenarios=""
+limits=""
+BIN=""
 keep=0
 while (($#)); do
   case "$1" in
     --scenarios) scenarios=${2:?}; shift ;;
+    --binary) BIN=${2:?}; shift ;;
+    --limits) limits=${2:?}; shift ;;
     --keep) keep=1 ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
@@ -52,9 +60,11 @@ trap 'exit 130' INT TERM
 require_tools cargo java python3
 ensure_kafka_deps
 ensure_venv
-log "building the release binary"
-cargo build -q --release -p portcullis-host --bin portcullis
-BIN="$(cargo_target_dir)/release/portcullis"
+if [[ -z $BIN ]]; then
+  log "building the release binary"
+  cargo build -q --release -p portcullis-host --bin portcullis
+  BIN="$(cargo_target_dir)/release/portcullis"
+fi
 
 KAFKA_HEAP_OPTS="-Xms512m -Xmx1g" KAFKA_REAUTH_MS=0 kafka_start "$RUN_DIR/kafka"
 
@@ -75,18 +85,34 @@ sasl_mechanisms = ["SCRAM-SHA-512", "PLAIN"]
 [upstream]
 bootstrap_servers = ["$KAFKA_BOOTSTRAP"]
 TOML
+[[ -n $limits ]] && printf '\n[limits]\n%s\n' "$limits" >>"$RUN_DIR/portcullis.toml"
 printf '%s\n' "$USER_PASSWORD" |
   "$BIN" scram add --config "$RUN_DIR/portcullis.toml" --user "$USER_NAME" --mechanism SCRAM-SHA-512 --password-stdin
-RUST_LOG=warn "$BIN" serve --config "$RUN_DIR/portcullis.toml" >"$RUN_DIR/portcullis.log" 2>&1 &
-PORTCULLIS_PID=$!
-wait_for_port 127.0.0.1 "${ports[0]}" 60 "$PORTCULLIS_PID" || die "Portcullis did not start"
 
+# A fresh Portcullis for each scenario, so its memory figures are its own (a process keeps the
+# memory it freed).
+start_portcullis() {
+  RUST_LOG=warn "$BIN" serve --config "$RUN_DIR/portcullis.toml" >>"$RUN_DIR/portcullis.log" 2>&1 &
+  PORTCULLIS_PID=$!
+  wait_for_port 127.0.0.1 "${ports[0]}" 60 "$PORTCULLIS_PID" || die "Portcullis did not start"
+}
+
+: "${scenarios:=idle-unauthenticated:5000,idle-authenticated:5000,slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50}"
 log "flooding (this takes a few minutes)"
-args=(--port "${ports[0]}" --pid "$PORTCULLIS_PID" --user "$USER_NAME" --password "$USER_PASSWORD"
-  --topic flood-legitimate --kafka-port "${KAFKA_SASL_BOOTSTRAP##*:}" --kafka-user "$KAFKA_SASL_USER"
-  --kafka-bootstrap "$KAFKA_BOOTSTRAP" --json "$RUN_DIR/results.json")
-[[ -n $scenarios ]] && args+=(--scenarios "$scenarios")
-"$PORTCULLIS_VENV/bin/python" scripts/flood.py "${args[@]}" | tee "$RUN_DIR/results.md"
+common=(--port "${ports[0]}" --user "$USER_NAME" --password "$USER_PASSWORD" --topic flood-legitimate
+  --kafka-port "${KAFKA_SASL_BOOTSTRAP##*:}" --kafka-user "$KAFKA_SASL_USER" --kafka-bootstrap "$KAFKA_BOOTSTRAP")
+first=1
+IFS=, read -r -a list <<<"$scenarios"
+for scenario in "${list[@]}"; do
+  start_portcullis
+  extra=(--no-baseline)
+  if ((first)); then extra=(--header); fi
+  "$PORTCULLIS_VENV/bin/python" scripts/flood.py "${common[@]}" --pid "$PORTCULLIS_PID" \
+    --scenarios "$scenario" --json "$RUN_DIR/${scenario%%:*}.json" "${extra[@]}" | tee -a "$RUN_DIR/results.md"
+  stop_pid "$PORTCULLIS_PID" 15
+  PORTCULLIS_PID=
+  first=0
+done
 echo
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); $(uname -sr)"
 ok=1
