@@ -25,6 +25,8 @@ Scenarios:
                         pre-authentication buffer budget
   scram-guessing        N clients sending wrong SCRAM-SHA-512 proofs as fast as they are answered
   plain-guessing        N clients sending wrong PLAIN passwords as fast as they are answered
+  plain-storm           the same from a new address and for a new user name each time, so the
+                        throttle never slows it: PLAIN's key derivation at full rate
 """
 
 from __future__ import annotations
@@ -198,6 +200,26 @@ async def _plain_guessing(host, port, n, user, _password, counter):
     await _keep(n, one)
 
 
+async def _plain_storm(host, port, n, _user, _password, counter):
+    """Wrong PLAIN passwords for made-up user names from ever new loopback addresses, so neither
+    the per-address nor the per-name throttle slows them: every attempt costs the node a PBKDF2."""
+
+    async def one(i):
+        source = f"127.{3 + i % 200}.{os.urandom(1)[0] % 254 + 1}.{os.urandom(1)[0] % 254 + 1}"
+        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+        try:
+            await _handshake(reader, writer, "PLAIN")
+            name = f"storm-{os.urandom(6).hex()}"
+            error, _ = await _authenticate(reader, writer, 2, b"\0" + name.encode() + b"\0wrong")
+            if error == 58:
+                with counter.get_lock():
+                    counter.value += 1
+        finally:
+            writer.close()
+
+    await _keep(n, one)
+
+
 FLOODS = {
     "idle-unauthenticated": _idle_unauthenticated,
     "idle-authenticated": _idle_authenticated,
@@ -205,6 +227,7 @@ FLOODS = {
     "large-frames": _large_frames,
     "scram-guessing": _scram_guessing,
     "plain-guessing": _plain_guessing,
+    "plain-storm": _plain_storm,
 }
 
 
@@ -274,7 +297,7 @@ def _measure(args, name: str | None, n: int) -> dict:
         flood.join()
     result = {"scenario": name or "no flood", "connections": n, "rss_before_mib": rss_before / 1024,
               "rss_mib": peak_rss / 1024, "fds": fds, "cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0),
-              "guesses_per_s": (guesses1 - guesses0) / (t1 - t0) if name and "guessing" in name else None}
+              "guesses_per_s": (guesses1 - guesses0) / (t1 - t0) if name and ("guessing" in name or "storm" in name) else None}
     for mechanism, times in logins.items():
         result[f"{mechanism}_median_s"] = statistics.median(times)
         result[f"{mechanism}_max_s"] = max(times)
@@ -309,7 +332,7 @@ def main() -> None:
     ap.add_argument("--kafka-bootstrap", help="Kafka's PLAINTEXT address, to create the topic")
     ap.add_argument("--kafka-user", default="alice")
     ap.add_argument("--scenarios", default="idle-unauthenticated:5000,idle-authenticated:5000,"
-                    "slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50")
+                    "slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50,plain-storm:50")
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--ramp", type=float, default=8.0, help="seconds for a flood to build up")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds after a flood before the next")
@@ -343,7 +366,9 @@ def main() -> None:
         print("| scenario | flood | Portcullis RSS before → during (MiB) | its open fds | its CPU | legitimate SCRAM-SHA-512 login + produce, median / max (s) | the same with PLAIN (s) | failed logins answered per s: Portcullis / Kafka |")
         print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        guesses = "" if r["guesses_per_s"] is None else f"{r['guesses_per_s']:.1f} / {r.get('kafka_guesses_per_s', float('nan')):.1f}"
+        kafka = r.get("kafka_guesses_per_s")
+        guesses = "" if r["guesses_per_s"] is None else (
+            f"{r['guesses_per_s']:.1f} / " + ("—" if kafka is None else f"{kafka:.1f}"))
         print(f"| {r['scenario']} | {r['connections']} | {r['rss_before_mib']:.0f} → {r['rss_mib']:.0f} | {r['fds']} "
               f"| {r['cpu_percent']:.0f} % | {r['SCRAM-SHA-512_median_s']:.3f} / {r['SCRAM-SHA-512_max_s']:.3f} "
               f"| {r['PLAIN_median_s']:.3f} / {r['PLAIN_max_s']:.3f} | {guesses} |")

@@ -8,8 +8,8 @@
 #
 # Usage: scripts/flood.sh [--scenarios LIST] [--binary PATH] [--keep]
 #   --scenarios LIST  name:count,... (default: idle-unauthenticated:5000,idle-authenticated:5000,
-#                     slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50; see
-#                     scripts/flood.py)
+#                     slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50,
+#                     plain-storm:50; see scripts/flood.py)
 #   --binary PATH     measure this portcullis binary instead of this checkout's release build
 #   --limits TOML     extra keys for the node's [limits] table, e.g. 'authentication_timeout_ms = 600000'
 #                     (to measure what held connections cost, before the deadline closes them)
@@ -97,7 +97,7 @@ start_portcullis() {
   wait_for_port 127.0.0.1 "${ports[0]}" 60 "$PORTCULLIS_PID" || die "Portcullis did not start"
 }
 
-: "${scenarios:=idle-unauthenticated:5000,idle-authenticated:5000,slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50}"
+: "${scenarios:=idle-unauthenticated:5000,idle-authenticated:5000,slow-senders:2000,large-frames:500,scram-guessing:50,plain-guessing:50,plain-storm:50}"
 log "flooding (this takes a few minutes)"
 common=(--port "${ports[0]}" --user "$USER_NAME" --password "$USER_PASSWORD" --topic flood-legitimate
   --kafka-port "${KAFKA_SASL_BOOTSTRAP##*:}" --kafka-user "$KAFKA_SASL_USER" --kafka-bootstrap "$KAFKA_BOOTSTRAP")

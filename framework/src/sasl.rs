@@ -13,6 +13,15 @@ pub trait SaslMechanism: Send + Sync {
     fn name(&self) -> &str;
     /// Starts one authentication exchange.
     fn start(&self, context: &ExchangeContext) -> Box<dyn SaslExchange>;
+
+    /// Whether every step of this mechanism's exchanges is cheap (microseconds, no blocking), so
+    /// a host may run it on the async workers that serve its connections. The default, `false`,
+    /// makes the host run each step on its bounded pool of authentication workers: right for a
+    /// mechanism that derives keys (PLAIN checks a password with PBKDF2) or that may block (a
+    /// plugin asking a directory).
+    fn steps_are_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// One authentication exchange: a state machine fed the client's tokens.

@@ -370,14 +370,15 @@ impl Connection {
         self.session().map(|s| Arc::clone(&s.ticket))
     }
 
-    /// Whether a SASL exchange is running, so the next frame is a token for the mechanism: its
-    /// step may be expensive (PLAIN derives a key) or slow (a plugin), and the host runs it off
-    /// its async workers.
-    pub fn is_exchanging(&self) -> bool {
-        matches!(
-            self.state,
-            State::Authenticating(_) | State::Reauthenticating(_)
-        )
+    /// Whether the next frame is a token for a SASL mechanism whose steps may be expensive (PLAIN
+    /// derives a key) or block (a plugin), see [`SaslMechanism::steps_are_cheap`]: the host then
+    /// hands the frame to the connection off its async workers.
+    pub fn next_step_may_block(&self) -> bool {
+        match &self.state {
+            State::Authenticating(auth) => !auth.mechanism.steps_are_cheap(),
+            State::Reauthenticating(reauth) => reauth.step_may_block(),
+            _ => false,
+        }
     }
 
     /// Whether the client has authenticated (also while it re-authenticates).

@@ -308,6 +308,47 @@ fn failed_logins_are_throttled_per_address_and_per_user_never_a_correct_one() {
     );
 }
 
+/// A mechanism that declares its steps cheap (as SCRAM does).
+struct Cheap;
+impl SaslMechanism for Cheap {
+    fn name(&self) -> &str {
+        "CHEAP"
+    }
+    fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(FixedExchange::default())
+    }
+    fn steps_are_cheap(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn only_steps_of_mechanisms_not_declared_cheap_may_block() {
+    let (mut c, _) = conn();
+    assert!(!c.next_step_may_block());
+    let _ = handshake(&mut c, 1, "TEST");
+    assert!(
+        c.next_step_may_block(),
+        "a mechanism's step may block by default"
+    );
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(!c.next_step_may_block());
+
+    let (config, _) = config();
+    let mut cheap_config = ConnectionConfig::new(
+        "test",
+        vec![Arc::new(Cheap)],
+        Arc::clone(&config.principal_builder),
+        Arc::clone(&config.policy),
+        Arc::clone(&config.api_versions),
+        EventBus::new(),
+    );
+    cheap_config.max_reauth_ms = None;
+    let mut c = Connection::new(Arc::new(cheap_config), IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "CHEAP");
+    assert!(!c.next_step_may_block());
+}
+
 #[test]
 fn unknown_mechanism_lists_the_enabled_ones() {
     let (mut c, _) = conn();

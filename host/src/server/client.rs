@@ -279,7 +279,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
         let actions = match incoming {
             Incoming::Read(ReadOutcome::Frame(frame)) => {
-                if self.connection.is_exchanging() {
+                if self.connection.next_step_may_block() {
                     match self.step_off_runtime(frame).await {
                         Ok(actions) => actions,
                         Err(e) => return Some(Phase::Closing(End::Failed(e))),
@@ -297,7 +297,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
 
     /// Runs a SASL step on the bounded pool of authentication workers: a step may derive a key
     /// (PLAIN checks a password with PBKDF2) or be a plugin's, and must not hold up the async
-    /// workers that serve every other connection.
+    /// workers that serve every other connection. Mechanisms whose steps are cheap (SCRAM) run
+    /// inline, so they never queue behind a storm of expensive ones.
     async fn step_off_runtime(&mut self, frame: Bytes) -> Result<Vec<Action>, DriverError> {
         let permit = Arc::clone(&self.shared.sasl_workers)
             .acquire_owned()
