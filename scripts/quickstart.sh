@@ -27,7 +27,7 @@ exit_after_demo=0
 case "${1:-}" in
   --exit) exit_after_demo=1 ;;
   "") ;;
-  -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) die "unknown argument: $1 (see --help)" ;;
 esac
 
@@ -152,17 +152,14 @@ EOT
 fi
 cat <<EOT
 
-To run a node like this one yourself, against your own Kafka (stop this script first):
+The commands above need this script running: its Kafka and temporary data dir go when it stops.
+To run a node of your own afterwards, in front of your own Kafka (PLAINTEXT at 127.0.0.1:9092,
+the file's default; set PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS='[host:port]' for another one):
 
   cargo build -p portcullis-host
-  # the file's defaults: listener 127.0.0.1:9192, brokers at 9200+N, Kafka at 127.0.0.1:9092,
-  # data in ./data; override any of them, as this run did, e.g.:
-  export PORTCULLIS_LISTENER__ADDRESS=$PORTCULLIS_LISTENER__ADDRESS
-  export PORTCULLIS_LISTENER__BROKER_PORT_BASE=$PORTCULLIS_LISTENER__BROKER_PORT_BASE
-  export PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS='$PORTCULLIS_UPSTREAM__BOOTSTRAP_SERVERS'
-  export PORTCULLIS_NODE__DATA_DIR=$PORTCULLIS_NODE__DATA_DIR
-  export PORTCULLIS_PLUGINS__DIR=$PORTCULLIS_PLUGINS__DIR
-  printf '%s\\n' '$USER_PASSWORD' | target/debug/portcullis scram add --config $CONFIG \\
+  # examples/quickstart.toml keeps its state under ./data (ignored by git): the credentials in
+  # data/, plugins in data/plugins; it listens on 127.0.0.1:9192, broker N on 127.0.0.1:9200+N.
+  printf '%s\\n' 'choose-a-password' | target/debug/portcullis scram add --config $CONFIG \\
       --user $USER_NAME --mechanism SCRAM-SHA-512 --password-stdin
   target/debug/portcullis serve --config $CONFIG
 =======================================================================================

@@ -41,7 +41,7 @@ while (($#)); do
     --keep) keep=1 ;;
     --no-lint) lint=0 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
   shift

@@ -36,6 +36,7 @@ pub mod registry;
 pub mod sasl;
 pub mod secret;
 pub mod store;
+pub mod throttle;
 pub mod tokens;
 
 /// The framework's version, written into every dynamic plugin's declaration.

@@ -13,6 +13,15 @@ pub trait SaslMechanism: Send + Sync {
     fn name(&self) -> &str;
     /// Starts one authentication exchange.
     fn start(&self, context: &ExchangeContext) -> Box<dyn SaslExchange>;
+
+    /// Whether every step of this mechanism's exchanges is cheap (microseconds, no blocking), so
+    /// a host may run it on the async workers that serve its connections. The default, `false`,
+    /// makes the host run each step on its bounded pool of authentication workers: right for a
+    /// mechanism that derives keys (PLAIN checks a password with PBKDF2) or that may block (a
+    /// plugin asking a directory).
+    fn steps_are_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// One authentication exchange: a state machine fed the client's tokens.
@@ -20,6 +29,13 @@ pub trait SaslExchange: Send {
     /// Processes the next client token. After `Complete` or `Fail` the exchange is finished and is
     /// not stepped again.
     fn step(&mut self, client_token: &[u8]) -> StepOutcome;
+
+    /// The user name the client claimed so far, verified or not (SCRAM's `n=`, PLAIN's authcid).
+    /// Used only to throttle failed authentications per user name
+    /// ([`crate::throttle::FailureThrottle`]); `None` (the default) throttles by address alone.
+    fn claimed_user(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What a connection knows when an exchange starts.

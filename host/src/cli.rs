@@ -15,7 +15,7 @@ use portcullis::registry::Services;
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
 use portcullis_plugin_stores::{credentials_from, load_credentials, FileMetadataStore};
 
-use crate::config::{self, Config, SecurityProtocol};
+use crate::config::{self, Config};
 use crate::node::{self, Assembly, Node};
 use crate::plugin_loader::PluginLoadReport;
 
@@ -331,13 +331,14 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
     )?;
     let mechanisms: Vec<&str> = assembly.mechanisms.iter().map(|m| m.name()).collect();
     writeln!(out, "  mechanisms:  {}", mechanisms.join(", "))?;
-    let login = match (upstream.security_protocol, &assembly.upstream_login) {
-        (SecurityProtocol::SaslPlaintext, Some(login)) => format!(
-            "SASL_PLAINTEXT, {} as {}",
+    let protocol = upstream.security_protocol.name();
+    let login = match &assembly.upstream_login {
+        Some(login) if upstream.security_protocol.uses_sasl() => format!(
+            "{protocol}, {} as {}",
             login.mechanism(),
             upstream.username.as_deref().unwrap_or("")
         ),
-        _ => "PLAINTEXT".to_owned(),
+        _ => protocol.to_owned(),
     };
     writeln!(
         out,

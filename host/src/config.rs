@@ -46,6 +46,130 @@ pub struct Config {
     /// Delegation tokens (KIP-48); absent or without a secret, tokens are disabled.
     #[serde(default)]
     pub delegation_tokens: DelegationTokensConfig,
+    /// Connection limits, idle timeouts and the failed-authentication throttle.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// What happens on SIGTERM / Ctrl-C.
+    #[serde(default)]
+    pub shutdown: ShutdownConfig,
+}
+
+/// `[limits]`: what a client, or a flood of them, may cost. Kafka's names where Kafka has them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Connections open at once, all listeners together (Kafka `max.connections`). When reached,
+    /// the listeners stop accepting until a connection closes.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Connections open at once from one client address (Kafka `max.connections.per.ip`);
+    /// absent means no limit, Kafka's default. A connection beyond it is closed at once.
+    pub max_connections_per_ip: Option<u32>,
+    /// An authenticated connection with nothing outstanding and no traffic for this long is
+    /// closed (Kafka `connections.max.idle.ms`).
+    #[serde(default = "default_connections_max_idle_ms")]
+    pub connections_max_idle_ms: u64,
+    /// A client must finish authenticating this long after it connected, or it is closed.
+    #[serde(default = "default_authentication_timeout_ms")]
+    pub authentication_timeout_ms: u64,
+    /// Bytes that unauthenticated connections may buffer together for SASL frames larger than
+    /// 8 KiB; a frame the budget cannot cover closes its connection.
+    #[serde(default = "default_max_pre_auth_buffer_bytes")]
+    pub max_pre_auth_buffer_bytes: usize,
+    /// The least time between the last answer written to a client and the end of its connection
+    /// (the FIN). Some clients (kafka-python 2.x) throw away answers that arrive together with
+    /// the end of the connection, and resend a Produce that was already written.
+    #[serde(default = "default_close_pause_ms")]
+    pub close_pause_ms: u64,
+    /// How failed authentications are delayed beyond `listener.failed_authentication_delay_ms`.
+    #[serde(default)]
+    pub failed_authentication: FailedAuthenticationLimits,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: default_max_connections(),
+            max_connections_per_ip: None,
+            connections_max_idle_ms: default_connections_max_idle_ms(),
+            authentication_timeout_ms: default_authentication_timeout_ms(),
+            max_pre_auth_buffer_bytes: default_max_pre_auth_buffer_bytes(),
+            close_pause_ms: default_close_pause_ms(),
+            failed_authentication: FailedAuthenticationLimits::default(),
+        }
+    }
+}
+
+/// `[limits.failed_authentication]`: the delay of a failed authentication grows with the recent
+/// failures of the client's address and of the user name it claimed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailedAuthenticationLimits {
+    /// Failures (per address and per user name) answered after the base delay alone.
+    #[serde(default = "default_free_failures")]
+    pub free_failures: u32,
+    /// The longest delay; each failure past `free_failures` doubles the delay up to it.
+    #[serde(default = "default_failed_auth_max_delay_ms")]
+    pub max_delay_ms: u64,
+    /// Failures are forgotten gradually: their count halves every `half_life_ms`.
+    #[serde(default = "default_failed_auth_half_life_ms")]
+    pub half_life_ms: u64,
+}
+
+impl Default for FailedAuthenticationLimits {
+    fn default() -> Self {
+        Self {
+            free_failures: default_free_failures(),
+            max_delay_ms: default_failed_auth_max_delay_ms(),
+            half_life_ms: default_failed_auth_half_life_ms(),
+        }
+    }
+}
+
+/// `[shutdown]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// On SIGTERM or Ctrl-C Portcullis stops accepting, answers every request it already
+    /// forwarded, closes each connection, and exits; at the latest after this long.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub grace_ms: u64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            grace_ms: default_shutdown_grace_ms(),
+        }
+    }
+}
+
+fn default_max_connections() -> usize {
+    10_000
+}
+fn default_connections_max_idle_ms() -> u64 {
+    600_000
+}
+fn default_authentication_timeout_ms() -> u64 {
+    10_000
+}
+fn default_max_pre_auth_buffer_bytes() -> usize {
+    64 * 1024 * 1024
+}
+fn default_close_pause_ms() -> u64 {
+    1_000
+}
+fn default_free_failures() -> u32 {
+    3
+}
+fn default_failed_auth_max_delay_ms() -> u64 {
+    5_000
+}
+fn default_failed_auth_half_life_ms() -> u64 {
+    60_000
+}
+fn default_shutdown_grace_ms() -> u64 {
+    8_000
 }
 
 /// `[authorizer]`.
@@ -218,18 +342,77 @@ pub struct UpstreamConfig {
     /// Timeout for connecting and authenticating upstream.
     #[serde(default = "default_upstream_timeout_ms")]
     pub connect_timeout_ms: u64,
+    /// TLS to the brokers, for `SSL` and `SASL_SSL`; absent means the defaults (the system's
+    /// trusted roots, no client certificate, server names verified).
+    pub tls: Option<UpstreamTlsConfig>,
 }
 
-/// The upstream security protocol.
+/// The upstream security protocol (Kafka's `security.protocol`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub enum SecurityProtocol {
-    /// No authentication.
+    /// No authentication, no TLS.
     #[default]
     #[serde(rename = "PLAINTEXT")]
     Plaintext,
     /// SASL without TLS.
     #[serde(rename = "SASL_PLAINTEXT")]
     SaslPlaintext,
+    /// TLS, no SASL (the brokers may authenticate Portcullis by its client certificate).
+    #[serde(rename = "SSL")]
+    Ssl,
+    /// SASL over TLS.
+    #[serde(rename = "SASL_SSL")]
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Whether Portcullis logs in to the brokers with SASL.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+
+    /// Whether connections to the brokers use TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    /// Kafka's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// `[upstream.tls]`: how Portcullis verifies the brokers and, optionally, proves who it is.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTlsConfig {
+    /// PEM CA bundle the brokers' certificates must chain to; absent means the system's trusted
+    /// roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` are honoured).
+    pub ca_file: Option<PathBuf>,
+    /// PEM certificate chain Portcullis presents to the brokers (mutual TLS); needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file`.
+    pub key_file: Option<PathBuf>,
+    /// Check that each broker's certificate names the host Portcullis connects to (the bootstrap
+    /// server's host, or the broker's advertised host). Turn off only for tests.
+    #[serde(default = "default_true")]
+    pub verify_server_name: bool,
+}
+
+impl Default for UpstreamTlsConfig {
+    fn default() -> Self {
+        Self {
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            verify_server_name: true,
+        }
+    }
 }
 
 /// `[forwarding]`.
@@ -280,12 +463,17 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const UPSTREAM_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The top-level tables, used to recognise a mistyped override such as `PORTCULLIS_LISTENER_ADDRESS`.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 11] = [
     "node",
     "plugins",
     "listener",
     "upstream",
     "forwarding",
+    "authorizer",
+    "audit",
+    "metrics",
+    "limits",
+    "shutdown",
     "delegation_tokens",
 ];
 /// The key read from the environment verbatim instead of through figment's value parser, which
@@ -408,15 +596,62 @@ fn check_file(path: &Path, text: &str) -> Result<(), ConfigError> {
         Err(e) => {
             let offset = e.span().map_or(0, |s| s.start);
             let (line, column) = line_and_column(text, offset);
+            let key = key_at(text, offset);
+            let message = readable(&e.message().trim().replace('\n', "; "), key.as_deref());
             Err(ConfigError::File {
                 path: path.to_owned(),
                 line,
                 column,
-                key: key_at(text, offset),
-                message: e.message().trim().replace('\n', "; "),
+                key,
+                message,
             })
         }
     }
+}
+
+/// Rewrites serde's and figment's wording for people: `expected u16` becomes "expected a port
+/// (1–65535)" for a port key and "expected a whole number (0 or more)" otherwise, `i32` and
+/// friends "an integer"; figment's doubled quoting (``expected `one of `a`, `b```) loses a level.
+fn readable(message: &str, key: Option<&str>) -> String {
+    let mut text = message.to_owned();
+    // figment quotes serde's "one of `a`, `b`" list once more.
+    if let Some(start) = text.find("expected `one of ") {
+        let list_start = start + "expected `".len();
+        if text.ends_with('`') {
+            text.pop();
+        }
+        text.replace_range(start..list_start, "expected ");
+    }
+    text = text
+        .replace("invalid value signed int ", "invalid value ")
+        .replace("invalid value unsigned int ", "invalid value ")
+        .replace("invalid value: integer ", "invalid value ");
+    let is_port = key.is_some_and(|k| k.ends_with("port") || k.ends_with("port_base"));
+    let unsigned = if is_port {
+        "a port (1–65535)"
+    } else {
+        "a whole number (0 or more)"
+    };
+    for (rust, plain) in [
+        ("u8", unsigned),
+        ("u16", unsigned),
+        ("u32", unsigned),
+        ("u64", unsigned),
+        ("usize", unsigned),
+        ("i8", "an integer"),
+        ("i16", "an integer"),
+        ("i32", "an integer"),
+        ("i64", "an integer"),
+        ("isize", "an integer"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+    ] {
+        let expected = format!("expected {rust}");
+        if text.ends_with(&expected) || text.contains(&format!("{expected} ")) {
+            text = text.replace(&expected, &format!("expected {plain}"));
+        }
+    }
+    text
 }
 
 /// 1-based line and column of a byte offset.
@@ -596,7 +831,7 @@ fn figment_error(
             format!("{key}.{field}")
         };
     }
-    let message = error.kind.to_string();
+    let message = readable(&error.kind.to_string(), Some(&key));
     if from_env {
         let vars = overrides.vars_under(&error.path.join("."));
         let var = if vars.is_empty() {
@@ -808,6 +1043,8 @@ impl Config {
         self.listener.validate()?;
         self.upstream.validate()?;
         self.forwarding.validate()?;
+        self.limits
+            .validate(self.listener.failed_authentication_delay_ms)?;
         if let Some(authorizer) = &self.authorizer {
             authorizer.validate()?;
         }
@@ -1028,52 +1265,136 @@ impl UpstreamConfig {
                 "must be more than 0",
             ));
         }
-        match self.security_protocol {
-            SecurityProtocol::SaslPlaintext => {
-                let Some(mechanism) = &self.sasl_mechanism else {
+        let protocol = self.security_protocol.name();
+        if self.security_protocol.uses_sasl() {
+            let Some(mechanism) = &self.sasl_mechanism else {
+                return Err(invalid(
+                    "upstream.sasl_mechanism",
+                    format!("required when security_protocol is {protocol}"),
+                ));
+            };
+            if !UPSTREAM_SASL_MECHANISMS.contains(&mechanism.as_str()) {
+                return Err(invalid(
+                    "upstream.sasl_mechanism",
+                    format!(
+                        "`{mechanism}` is not supported upstream; use one of {}",
+                        UPSTREAM_SASL_MECHANISMS.join(", ")
+                    ),
+                ));
+            }
+            if self.username.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid(
+                    "upstream.username",
+                    format!("required when security_protocol is {protocol}"),
+                ));
+            }
+            if self.password.is_none() {
+                return Err(invalid(
+                    "upstream.password",
+                    format!(
+                        "required when security_protocol is {protocol} \
+                         (or set PORTCULLIS_UPSTREAM__PASSWORD)"
+                    ),
+                ));
+            }
+        } else {
+            for (key, set) in [
+                ("upstream.sasl_mechanism", self.sasl_mechanism.is_some()),
+                ("upstream.username", self.username.is_some()),
+                ("upstream.password", self.password.is_some()),
+            ] {
+                if set {
                     return Err(invalid(
-                        "upstream.sasl_mechanism",
-                        "required when security_protocol is SASL_PLAINTEXT",
-                    ));
-                };
-                if !UPSTREAM_SASL_MECHANISMS.contains(&mechanism.as_str()) {
-                    return Err(invalid(
-                        "upstream.sasl_mechanism",
+                        key,
                         format!(
-                            "`{mechanism}` is not supported upstream; use one of {}",
-                            UPSTREAM_SASL_MECHANISMS.join(", ")
+                            "only used with security_protocol = \"SASL_PLAINTEXT\" or \
+                             \"SASL_SSL\" (it is {protocol}); remove it or set the protocol"
                         ),
                     ));
                 }
-                if self.username.as_deref().is_none_or(str::is_empty) {
+            }
+        }
+        match (&self.tls, self.security_protocol.uses_tls()) {
+            (Some(_), false) => Err(invalid(
+                "upstream.tls",
+                format!(
+                    "only used with security_protocol = \"SSL\" or \"SASL_SSL\" (it is \
+                     {protocol}); remove it or set the protocol"
+                ),
+            )),
+            (Some(tls), true) => tls.validate(),
+            (None, _) => Ok(()),
+        }
+    }
+}
+
+impl UpstreamTlsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (key, file) in [
+            ("upstream.tls.ca_file", self.ca_file.as_ref()),
+            ("upstream.tls.cert_file", self.cert_file.as_ref()),
+            ("upstream.tls.key_file", self.key_file.as_ref()),
+        ] {
+            if let Some(file) = file {
+                if !file.is_file() {
                     return Err(invalid(
-                        "upstream.username",
-                        "required when security_protocol is SASL_PLAINTEXT",
-                    ));
-                }
-                if self.password.is_none() {
-                    return Err(invalid(
-                        "upstream.password",
-                        "required when security_protocol is SASL_PLAINTEXT \
-                         (or set PORTCULLIS_UPSTREAM__PASSWORD)",
+                        key,
+                        format!("{} is not a readable file", file.display()),
                     ));
                 }
             }
-            SecurityProtocol::Plaintext => {
-                for (key, set) in [
-                    ("upstream.sasl_mechanism", self.sasl_mechanism.is_some()),
-                    ("upstream.username", self.username.is_some()),
-                    ("upstream.password", self.password.is_some()),
-                ] {
-                    if set {
-                        return Err(invalid(
-                            key,
-                            "only used with security_protocol = \"SASL_PLAINTEXT\"; \
-                             remove it or set the protocol",
-                        ));
-                    }
-                }
+        }
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => Err(invalid(
+                "upstream.tls.key_file",
+                "required with cert_file (the certificate's private key)",
+            )),
+            (None, Some(_)) => Err(invalid(
+                "upstream.tls.cert_file",
+                "required with key_file (the certificate the key belongs to)",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl LimitsConfig {
+    fn validate(&self, base_failure_delay_ms: u64) -> Result<(), ConfigError> {
+        if self.max_connections == 0 {
+            return Err(invalid("limits.max_connections", "must be at least 1"));
+        }
+        if self.max_connections_per_ip == Some(0) {
+            return Err(invalid(
+                "limits.max_connections_per_ip",
+                "must be at least 1 (leave it out for no limit)",
+            ));
+        }
+        for (key, value) in [
+            (
+                "limits.connections_max_idle_ms",
+                self.connections_max_idle_ms,
+            ),
+            (
+                "limits.authentication_timeout_ms",
+                self.authentication_timeout_ms,
+            ),
+            (
+                "limits.failed_authentication.half_life_ms",
+                self.failed_authentication.half_life_ms,
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be more than 0"));
             }
+        }
+        if self.failed_authentication.max_delay_ms < base_failure_delay_ms {
+            return Err(invalid(
+                "limits.failed_authentication.max_delay_ms",
+                format!(
+                    "must be at least listener.failed_authentication_delay_ms \
+                     ({base_failure_delay_ms})"
+                ),
+            ));
         }
         Ok(())
     }
@@ -1209,7 +1530,7 @@ bootstrap_servers = ["127.0.0.1:19092"]
             } => {
                 assert_eq!(line, 8);
                 assert_eq!(key.as_deref(), Some("listener.broker_port_base"));
-                assert!(message.contains("expected u16"), "{message}");
+                assert!(message.contains("expected a port (1–65535)"), "{message}");
             }
             other => panic!("{other:?}"),
         }
@@ -1301,10 +1622,30 @@ bootstrap_servers = ["127.0.0.1:19092"]
         match err {
             ConfigError::Env { var, message } => {
                 assert_eq!(var, "PCT_ENVBAD_LISTENER__BROKER_PORT_BASE");
-                assert!(message.contains("u16"), "{message}");
+                assert!(message.contains("expected a port (1–65535)"), "{message}");
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn type_errors_name_the_expected_value_in_words() {
+        let err = load_env(GOOD, "PCT_WORDS1_", &[("NODE__ID", "x")]).unwrap_err();
+        assert!(err.to_string().ends_with("expected an integer"), "{err}");
+        let err = load_env(GOOD, "PCT_WORDS2_", &[("LIMITS__MAX_CONNECTIONS", "-1")]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("invalid value `-1`"), "{text}");
+        assert!(
+            text.ends_with("expected a whole number (0 or more)"),
+            "{text}"
+        );
+        let err = load_env(GOOD, "PCT_WORDS3_", &[("LISTENER__BOGUS", "1")]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("expected one of `name`, `address`,") && !text.contains("``"),
+            "{text}"
+        );
+        assert!(text.ends_with('`') && !text.contains("`one of"), "{text}");
     }
 
     #[test]

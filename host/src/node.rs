@@ -522,12 +522,12 @@ fn build_policy(name: &str, deny_api_keys: &[i16]) -> Result<Arc<dyn ForwardingP
     )))
 }
 
-/// The login module for `SASL_PLAINTEXT` upstreams; `None` for `PLAINTEXT`.
+/// The login module for `SASL_PLAINTEXT` / `SASL_SSL` upstreams; `None` for `PLAINTEXT` / `SSL`.
 fn upstream_login(config: &Config) -> Result<Option<Arc<dyn LoginModule>>, NodeError> {
     let upstream = &config.upstream;
     match upstream.security_protocol {
-        SecurityProtocol::Plaintext => Ok(None),
-        SecurityProtocol::SaslPlaintext => {
+        SecurityProtocol::Plaintext | SecurityProtocol::Ssl => Ok(None),
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
             // `Config::validate` has checked these; a config built by hand may not have been.
             let (Some(mechanism), Some(username), Some(password)) = (
                 upstream.sasl_mechanism.as_deref(),
@@ -535,8 +535,7 @@ fn upstream_login(config: &Config) -> Result<Option<Arc<dyn LoginModule>>, NodeE
                 upstream.password.as_ref(),
             ) else {
                 return Err(NodeError::UpstreamLogin(
-                    "SASL_PLAINTEXT needs upstream.sasl_mechanism, username and password"
-                        .to_owned(),
+                    "SASL upstreams need upstream.sasl_mechanism, username and password".to_owned(),
                 ));
             };
             portcullis_plugin_login::login_module(mechanism, username, password.clone())

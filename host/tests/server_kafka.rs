@@ -278,6 +278,15 @@ connect_timeout_ms = 10000
         let task = tokio::spawn(server.serve(async {
             let _ = stopped.await;
         }));
+        // The port refuses connections until the upstream has been discovered.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while TcpStream::connect(address).await.is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server did not start listening"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         Self {
             address,
             port_base,
@@ -585,9 +594,11 @@ async fn tls_connect(
     with_client_cert: bool,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
     use rustls::pki_types::ServerName;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pki.ca_pem.as_bytes()) {
+    for cert in CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
     let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -595,12 +606,10 @@ async fn tls_connect(
         .unwrap()
         .with_root_certificates(roots);
     let config = if with_client_cert {
-        let certs = rustls_pemfile::certs(&mut pki.client_cert_pem.as_bytes())
+        let certs = CertificateDer::pem_slice_iter(pki.client_cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .unwrap();
-        let key = rustls_pemfile::private_key(&mut pki.client_key_pem.as_bytes())
-            .unwrap()
-            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(pki.client_key_pem.as_bytes()).unwrap();
         builder.with_client_auth_cert(certs, key).unwrap()
     } else {
         builder.with_no_client_auth()

@@ -14,6 +14,15 @@
 #   KAFKA_SASL_REAUTH_BOOTSTRAP  127.0.0.1:<port>  a second SASL_PLAINTEXT listener (named REAUTH), the
 #                          same mechanisms and users, with connections.max.reauth.ms=$KAFKA_REAUTH_MS
 #                          (KIP-368 re-authentication tests); empty when KAFKA_REAUTH_MS=0
+#   KAFKA_SSL_BOOTSTRAP    127.0.0.1:<port>  SSL listener; the client must present a certificate
+#                          (ssl.client.auth=required) from the test CA
+#   KAFKA_SASL_SSL_BOOTSTRAP  127.0.0.1:<port>  SASL_SSL listener: the SASL listener's mechanisms and
+#                          users over TLS, no client certificate
+#   KAFKA_TLS_CA           the test CA (PEM) that signed the broker's certificate, made with openssl
+#                          for this run; the broker's certificate names IP 127.0.0.1 only (no
+#                          DNS name), so connecting as "localhost" fails hostname verification
+#   KAFKA_TLS_CLIENT_CERT / KAFKA_TLS_CLIENT_KEY  a client certificate (CN=portcullis-upstream, a
+#                          super user) and its key, signed by the same CA
 #   KAFKA_CONTROLLER_PORT  the CONTROLLER listener's port
 #   KAFKA_PID, KAFKA_RUN_DIR, KAFKA_LOG
 #   KAFKA_SASL_USER / KAFKA_SASL_PASSWORD  a user known to every mechanism of the SASL listener
@@ -21,8 +30,12 @@
 #   KAFKA_ACL_USERS        "user:password ..." SCRAM users with no rights of their own (differential
 #                          authorization tests, tests/differential)
 # The broker runs StandardAuthorizer (allow.everyone.if.no.acl.found=false) with super users admin,
-# ANONYMOUS (the PLAINTEXT and CONTROLLER listeners, so Portcullis' upstream keeps every right) and
-# KAFKA_SASL_USER (the client suite's user when it runs straight against Kafka).
+# ANONYMOUS (the PLAINTEXT and CONTROLLER listeners, so Portcullis' upstream keeps every right),
+# KAFKA_SASL_USER (the client suite's user when it runs straight against Kafka) and
+# CN=portcullis-upstream (the SSL listener's client certificate).
+#
+#   kafka_launch            starts the broker again on the formatted run dir of an earlier
+#                           kafka_start (same ports and data; a restart after kafka_stop or a kill)
 # Ports are chosen free at run time, so parallel runs never collide.
 
 # shellcheck source=common.sh
@@ -64,8 +77,38 @@ kafka_dump_log() {
   log "---- end of Kafka log ----"
 }
 
+# Makes the run's TLS material in DIR with openssl: a CA, the broker's key and certificate (IP
+# 127.0.0.1 only) in one PEM keystore, and a client certificate for CN=portcullis-upstream.
+kafka_make_tls() {
+  local dir=$1
+  require_tools openssl
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca.key 2>/dev/null
+    openssl req -x509 -new -key ca.key -sha256 -days 2 -subj /CN=portcullis-test-kafka-ca \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign -out ca.pem
+    local name ext
+    for name in broker client; do
+      openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$name.key" 2>/dev/null
+    done
+    openssl req -new -key broker.key -subj /CN=kafka-broker -out broker.csr
+    printf '%s\n' basicConstraints=critical,CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment \
+      extendedKeyUsage=serverAuth subjectAltName=IP:127.0.0.1 >broker.ext
+    openssl req -new -key client.key -subj /CN=portcullis-upstream -out client.csr
+    printf '%s\n' basicConstraints=critical,CA:FALSE keyUsage=critical,digitalSignature \
+      extendedKeyUsage=clientAuth >client.ext
+    for name in broker client; do
+      openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -sha256 \
+        -extfile "$name.ext" -out "$name.pem" 2>/dev/null
+    done
+    # Kafka's PEM keystore: the (unencrypted PKCS#8) key, then the certificate chain.
+    cat broker.key broker.pem ca.pem >broker-keystore.pem
+  ) || die "could not make the TLS material in $dir"
+}
+
 kafka_write_config() {
-  local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 reauth_port=${4:-}
+  local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 ssl_port=$4 sasl_ssl_port=$5 reauth_port=${6:-}
   # The optional REAUTH listener: a SASL_PLAINTEXT listener of its own, so its session lifetime
   # leaves the main SASL listener's behaviour alone.
   local reauth_listener='' reauth_map=''
@@ -92,19 +135,28 @@ PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$ctl_port
-listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,CONTROLLER://127.0.0.1:$ctl_port$reauth_listener
-advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port$reauth_listener
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT$reauth_map
+listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port,CONTROLLER://127.0.0.1:$ctl_port$reauth_listener
+advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port$reauth_listener
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT$reauth_map
+ssl.keystore.type=PEM
+ssl.keystore.location=$dir/tls/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/tls/ca.pem
+listener.name.ssl.ssl.client.auth=required
+listener.name.sasl_ssl.ssl.client.auth=none
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER}
+super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER};User:CN=portcullis-upstream
 allow.everyone.if.no.acl.found=false
 delegation.token.secret.key=${KAFKA_DELEGATION_TOKEN_SECRET}
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=1
@@ -140,12 +192,22 @@ kafka_start() {
   KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
   export KAFKA_RUN_DIR KAFKA_LOG
 
-  local ports plain_port sasl_port ctl_port reauth_port=''
-  mapfile -t ports < <(free_ports 4)
-  ((${#ports[@]} == 4)) || die "could not pick free ports"
-  plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]}
-  if ((KAFKA_REAUTH_MS > 0)); then reauth_port=${ports[3]}; fi
-  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$reauth_port"
+  local ports plain_port sasl_port ctl_port ssl_port sasl_ssl_port reauth_port=''
+  mapfile -t ports < <(free_ports 6)
+  ((${#ports[@]} == 6)) || die "could not pick free ports"
+  plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]} ssl_port=${ports[3]} sasl_ssl_port=${ports[4]}
+  if ((KAFKA_REAUTH_MS > 0)); then reauth_port=${ports[5]}; fi
+  kafka_make_tls "$KAFKA_RUN_DIR/tls"
+  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$ssl_port" "$sasl_ssl_port" "$reauth_port"
+  export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
+  export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
+  export KAFKA_SSL_BOOTSTRAP="127.0.0.1:$ssl_port"
+  export KAFKA_SASL_SSL_BOOTSTRAP="127.0.0.1:$sasl_ssl_port"
+  export KAFKA_CONTROLLER_PORT=$ctl_port
+  export KAFKA_SASL_REAUTH_BOOTSTRAP=${reauth_port:+127.0.0.1:$reauth_port}
+  export KAFKA_TLS_CA="$KAFKA_RUN_DIR/tls/ca.pem"
+  export KAFKA_TLS_CLIENT_CERT="$KAFKA_RUN_DIR/tls/client.pem"
+  export KAFKA_TLS_CLIENT_KEY="$KAFKA_RUN_DIR/tls/client.key"
 
   # A KRaft cluster id is a base64url (unpadded) 16-byte UUID; making it here saves a JVM start. One
   # that starts with '-' would be read as an option by the storage tool's argument parser.
@@ -174,18 +236,27 @@ while True:
     die "Kafka storage format failed"
   fi
 
-  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}"
-  "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >"$KAFKA_LOG" 2>&1 &
+  kafka_launch
+}
+
+# Starts the broker on the run dir prepared by kafka_start (KAFKA_RUN_DIR and the exported ports),
+# and waits until it answers Metadata. Used by kafka_start, and to restart a stopped or killed broker.
+kafka_launch() {
+  local plain_port=${KAFKA_BOOTSTRAP##*:} sasl_port=${KAFKA_SASL_BOOTSTRAP##*:}
+  local reauth_port=${KAFKA_SASL_REAUTH_BOOTSTRAP##*:}
+  KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
+  export KAFKA_LOG
+  kafka_java_cmd
+  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port, SSL $KAFKA_SSL_BOOTSTRAP, SASL_SSL $KAFKA_SASL_SSL_BOOTSTRAP${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}"
+  "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >>"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
   export KAFKA_PID
-  export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
-  export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
-  export KAFKA_CONTROLLER_PORT=$ctl_port
-  export KAFKA_SASL_REAUTH_BOOTSTRAP=${reauth_port:+127.0.0.1:$reauth_port}
 
   local started=$SECONDS
   if ! wait_for_port 127.0.0.1 "$plain_port" "$KAFKA_START_TIMEOUT" "$KAFKA_PID" ||
     ! wait_for_port 127.0.0.1 "$sasl_port" 10 "$KAFKA_PID" ||
+    ! wait_for_port 127.0.0.1 "${KAFKA_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
+    ! wait_for_port 127.0.0.1 "${KAFKA_SASL_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
     { [[ -n $reauth_port ]] && ! wait_for_port 127.0.0.1 "$reauth_port" 10 "$KAFKA_PID"; }; then
     kafka_dump_log
     kafka_stop
@@ -215,8 +286,9 @@ kafka_stop() {
 kafka_env_file() {
   local f=${1:?kafka_env_file FILE}
   {
-    for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_SASL_REAUTH_BOOTSTRAP KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
-      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS; do
+    for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_SASL_REAUTH_BOOTSTRAP KAFKA_SSL_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP \
+      KAFKA_TLS_CA KAFKA_TLS_CLIENT_CERT KAFKA_TLS_CLIENT_KEY KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
+      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS KAFKA_REAUTH_MS; do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$f"

@@ -221,7 +221,11 @@ class PortcullisProcess:
         self.stopping = False
         self.crash_reported = False
 
-    def write_config(self, *, upstream: dict, tls: TlsFiles | None, plugin_dir: Path) -> None:
+    def write_config(self, *, upstream: dict, tls: TlsFiles | None, plugin_dir: Path,
+                     kafka_like_failure_delay: bool = True) -> None:
+        """`kafka_like_failure_delay` caps the failed-authentication delay at Kafka's fixed 100 ms:
+        the shared gateways get the deliberate failures of many tests, all from 127.0.0.1, and the
+        client tests compare with Kafka; the growing delay has its own tests (test_limits.py)."""
         self.listener_port, broker_port = free_port_pair()
         self.broker_port_base = broker_port - KAFKA_NODE_ID
         lines = [
@@ -247,6 +251,8 @@ class PortcullisProcess:
                 'client_auth = "none"',
                 "",
             ]
+        if kafka_like_failure_delay:
+            lines += ["[limits.failed_authentication]", "max_delay_ms = 100", ""]
         lines += ["[upstream]"]
         lines += [f"{k} = {toml_value(v)}" for k, v in upstream.items()]
         lines += ["", "[forwarding]", 'policy = "passthrough"', "deny_api_keys = []", ""]
@@ -262,7 +268,8 @@ class PortcullisProcess:
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, wait: bool = True) -> None:
+        """Starts the process; with `wait`, returns once its bootstrap and broker ports accept."""
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
@@ -278,6 +285,8 @@ class PortcullisProcess:
         )
         log.close()
         PortcullisProcess.started.append(self)
+        if not wait:
+            return
         try:
             wait_for_port("127.0.0.1", self.listener_port, timeout, self.proc)
             wait_for_port("127.0.0.1", self.broker_port_base + KAFKA_NODE_ID, timeout, self.proc)

@@ -66,10 +66,12 @@ def start_portcullis(
     reauth_ms_by_mechanism: dict[str, int] | None = None,
     metrics_interval_ms: int = 500,
     upstream: dict[str, object] | None = None,
+    extra_sections: dict[str, dict[str, object]] | None = None,
 ) -> tuple[PortcullisProcess, Path]:
     """Starts a Portcullis like `launcher.start(name)` (same users, PLAINTEXT upstream unless
     `upstream` replaces the `[upstream]` table), with `listener` keys added to `[listener]`, an
-    optional `[listener.connections_max_reauth_ms_by_mechanism]` table and a metrics snapshot file.
+    optional `[listener.connections_max_reauth_ms_by_mechanism]` table, `extra_sections` (e.g.
+    `{"limits": {"max_connections": 4}}`) and a metrics snapshot file.
     Returns the process and the snapshot file's path."""
     workdir = launcher.run_dir / f"portcullis-{name}"
     workdir.mkdir(parents=True, exist_ok=False)
@@ -79,7 +81,8 @@ def start_portcullis(
     if upstream is None:
         upstream = {"bootstrap_servers": [launcher.kafka["KAFKA_BOOTSTRAP"]], "security_protocol": "PLAINTEXT"}
     p = PortcullisProcess(launcher.binary, workdir, name)
-    p.write_config(upstream=upstream, tls=None, plugin_dir=plugin_dir)
+    p.write_config(upstream=upstream, tls=None, plugin_dir=plugin_dir,
+                   kafka_like_failure_delay="limits.failed_authentication" not in (extra_sections or {}))
     text = p.config.read_text()
     extra = "".join(f"{k} = {_toml(v)}\n" for k, v in (listener or {}).items())
     if text.count("\n[listener]\n") != 1:
@@ -88,6 +91,8 @@ def start_portcullis(
     if reauth_ms_by_mechanism:
         text += "\n[listener.connections_max_reauth_ms_by_mechanism]\n"
         text += "".join(f"{_toml(m)} = {v}\n" for m, v in reauth_ms_by_mechanism.items())
+    for section, keys in (extra_sections or {}).items():
+        text += f"\n[{section}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in keys.items())
     text += (
         "\n[metrics]\n"
         f"snapshot_file = {_toml(str(metrics_file))}\n"

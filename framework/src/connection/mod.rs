@@ -32,6 +32,7 @@ use crate::principal::{Principal, PrincipalBuilder};
 use crate::protocol::versions::ApiVersionTable;
 use crate::reauth::{ReauthScheduler, SessionTicket};
 use crate::sasl::{SaslExchange, SaslMechanism};
+use crate::throttle::{FailureThrottle, ThrottlePolicy};
 
 /// Kafka's `sasl.server.max.receive.size`: the largest frame accepted before authentication.
 pub const DEFAULT_MAX_PRE_AUTH_FRAME: usize = 512 * 1024;
@@ -59,8 +60,9 @@ pub struct ConnectionConfig {
     pub max_pre_auth_frame: usize,
     /// Largest frame after authentication.
     pub max_frame: usize,
-    /// How long to wait before closing a connection whose authentication failed.
-    pub failed_auth_delay: Duration,
+    /// How long a failed authentication waits before it is answered: Kafka's fixed delay, growing
+    /// with the recent failures of the client's address and claimed user name.
+    pub failure_throttle: Arc<FailureThrottle>,
     /// `connections.max.reauth.ms`, if set (> 0).
     pub max_reauth_ms: Option<i64>,
     /// Per-mechanism `connections.max.reauth.ms` overrides (Kafka's `<mech>.connections.max.reauth.ms`).
@@ -95,7 +97,7 @@ impl ConnectionConfig {
             events,
             max_pre_auth_frame: DEFAULT_MAX_PRE_AUTH_FRAME,
             max_frame: DEFAULT_MAX_FRAME,
-            failed_auth_delay: DEFAULT_FAILED_AUTH_DELAY,
+            failure_throttle: Arc::new(FailureThrottle::default()),
             max_reauth_ms: None,
             max_reauth_ms_by_mechanism: std::collections::BTreeMap::new(),
             sessions: ReauthScheduler::new(),
@@ -160,9 +162,20 @@ impl ConnectionConfig {
         self
     }
 
-    /// Sets the delay before closing after a failed authentication.
-    pub fn with_failed_auth_delay(mut self, delay: Duration) -> Self {
-        self.failed_auth_delay = delay;
+    /// Sets the base delay of a failed authentication (Kafka's
+    /// `connection.failed.authentication.delay.ms`), keeping the rest of the throttle policy.
+    pub fn with_failed_auth_delay(self, delay: Duration) -> Self {
+        let policy = ThrottlePolicy {
+            base: delay,
+            cap: self.failure_throttle.policy().cap.max(delay),
+            ..*self.failure_throttle.policy()
+        };
+        self.with_failure_throttle(policy)
+    }
+
+    /// Sets how failed authentications are delayed (a fresh throttle: no failure counted yet).
+    pub fn with_failure_throttle(mut self, policy: ThrottlePolicy) -> Self {
+        self.failure_throttle = Arc::new(FailureThrottle::new(policy));
         self
     }
 
@@ -208,7 +221,8 @@ pub enum Action {
     Persist(crate::local::Persist),
     /// Forward the client's frame unchanged to the upstream broker this connection targets.
     Forward(Forwarded),
-    /// Write what is queued, then close the connection after this delay (a failed authentication).
+    /// Wait this long, then write what is queued and close (a failed authentication). Like Kafka,
+    /// the answer itself is delayed, so a client cannot retry before the delay is over.
     CloseAfter(Duration),
     /// Close the connection now, without writing anything more.
     Close(CloseReason),
@@ -374,6 +388,22 @@ impl Connection {
     /// once when the session's credential is removed.
     pub fn ticket(&self) -> Option<Arc<SessionTicket>> {
         self.session().map(|s| Arc::clone(&s.ticket))
+    }
+
+    /// Whether the next frame is a token for a SASL mechanism whose steps may be expensive (PLAIN
+    /// derives a key) or block (a plugin), see [`SaslMechanism::steps_are_cheap`]: the host then
+    /// hands the frame to the connection off its async workers.
+    pub fn next_step_may_block(&self) -> bool {
+        match &self.state {
+            State::Authenticating(auth) => !auth.mechanism.steps_are_cheap(),
+            State::Reauthenticating(reauth) => reauth.step_may_block(),
+            _ => false,
+        }
+    }
+
+    /// Whether the client has authenticated (also while it re-authenticates).
+    pub fn is_authenticated(&self) -> bool {
+        self.session().is_some()
     }
 
     /// Whether the connection is closing and must not be fed more frames.

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
@@ -125,7 +126,7 @@ pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) ->
             State::Failed,
             vec![
                 Action::Respond(bytes),
-                Action::CloseAfter(conn.config.failed_auth_delay),
+                Action::CloseAfter(protocol_failure_delay(conn)),
             ],
         ),
         Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
@@ -201,7 +202,11 @@ pub(super) fn on_auth_frame(
                         ),
                         Err(_) => (
                             State::Failed,
-                            vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                            vec![Action::CloseAfter(failure_delay(
+                                conn,
+                                auth.exchange.claimed_user(),
+                                now_ms,
+                            ))],
                         ),
                     }
                 }
@@ -209,7 +214,11 @@ pub(super) fn on_auth_frame(
                     report_failure(conn, &auth, &failure, previous.is_some());
                     (
                         State::Failed,
-                        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                        vec![Action::CloseAfter(failure_delay(
+                            conn,
+                            auth.exchange.claimed_user(),
+                            now_ms,
+                        ))],
                     )
                 }
             }
@@ -268,7 +277,7 @@ fn framed_step(
     };
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     let reauthentication = previous.is_some();
-    let failed = |message: String| {
+    let failed = |message: String, user: Option<&str>| {
         let response = responses::authenticate(
             ErrorCode::SASL_AUTHENTICATION_FAILED,
             Some(message),
@@ -282,7 +291,7 @@ fn framed_step(
                 State::Failed,
                 vec![
                     Action::Respond(bytes),
-                    Action::CloseAfter(conn.config.failed_auth_delay),
+                    Action::CloseAfter(failure_delay(conn, user, now_ms)),
                 ],
             ),
             Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
@@ -309,12 +318,15 @@ fn framed_step(
                     );
                     respond_or_close(State::Authenticated(session), response)
                 }
-                Err(message) => failed(message),
+                Err(message) => failed(message, auth.exchange.claimed_user()),
             }
         }
         StepOutcome::Fail(failure) => {
             report_failure(conn, &auth, &failure, reauthentication);
-            failed(failure.client_message(auth.mechanism.name(), reauthentication))
+            failed(
+                failure.client_message(auth.mechanism.name(), reauthentication),
+                auth.exchange.claimed_user(),
+            )
         }
     }
 }
@@ -456,8 +468,23 @@ pub(super) fn fail_silently(conn: &Connection, reason: CloseReason) -> Transitio
     tracing::debug!(client = %conn.client_address, ?reason, "closing unauthenticated connection");
     (
         State::Failed,
-        vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+        vec![Action::CloseAfter(protocol_failure_delay(conn))],
     )
+}
+
+/// The delay of a failure that is no credential check (a protocol violation, an unsupported or
+/// changed mechanism): Kafka's fixed delay. It is not counted by the throttle, which is there
+/// for password guessing.
+pub(super) fn protocol_failure_delay(conn: &Connection) -> Duration {
+    conn.config.failure_throttle.policy().base
+}
+
+/// Counts a failed credential check and returns how long to wait before answering it (Kafka's
+/// delay, growing with the recent failures of this address and of the claimed user name).
+pub(super) fn failure_delay(conn: &Connection, user: Option<&str>, now_ms: i64) -> Duration {
+    conn.config
+        .failure_throttle
+        .record_failure(conn.client_address, user, now_ms)
 }
 
 pub(super) fn respond_or_close(

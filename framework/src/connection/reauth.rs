@@ -37,6 +37,14 @@ impl Reauthenticating {
             phase: Phase::Exchange(auth),
         }
     }
+
+    /// Whether the next frame runs a mechanism step that may be expensive or block.
+    pub(super) fn step_may_block(&self) -> bool {
+        match &self.phase {
+            Phase::Exchange(auth) => !auth.mechanism.steps_are_cheap(),
+            Phase::BadMechanism { .. } => false,
+        }
+    }
 }
 
 /// Whether this SaslHandshake starts a re-authentication (otherwise Kafka's API layer answers it
@@ -104,7 +112,7 @@ pub(super) fn on_frame(
                 });
             (
                 State::Failed,
-                vec![Action::CloseAfter(conn.config.failed_auth_delay)],
+                vec![Action::CloseAfter(pre_auth::protocol_failure_delay(conn))],
             )
         }
     }

@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
@@ -19,19 +20,31 @@ use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
 
 /// A one-round mechanism for these tests: the token must be `user:password`.
 struct Fixed;
-struct FixedExchange;
+#[derive(Default)]
+struct FixedExchange {
+    /// The part of the token before `:`, once a token was seen.
+    user: Option<String>,
+}
 
 impl SaslMechanism for Fixed {
     fn name(&self) -> &str {
         "TEST"
     }
     fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
-        Box::new(FixedExchange)
+        Box::new(FixedExchange::default())
     }
 }
 
 impl SaslExchange for FixedExchange {
+    fn claimed_user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     fn step(&mut self, token: &[u8]) -> StepOutcome {
+        self.user = token
+            .split(|b| *b == b':')
+            .next()
+            .map(|u| String::from_utf8_lossy(u).into_owned());
         match token {
             b"alice:pw" => {
                 StepOutcome::Complete(Authenticated::new("alice").with_server_final(b"ok".to_vec()))
@@ -52,7 +65,7 @@ impl SaslMechanism for Other {
         "OTHER"
     }
     fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
-        Box::new(FixedExchange)
+        Box::new(FixedExchange::default())
     }
 }
 
@@ -246,6 +259,94 @@ fn wrong_credentials_get_the_generic_message_then_a_delayed_close() {
         events.try_recv(),
         Some(Event::AuthenticationFailed { .. })
     ));
+}
+
+/// A failed login on a fresh connection of `config` from `ip` as `token`; returns its delay.
+fn failed_login_delay(config: &Arc<ConnectionConfig>, ip: [u8; 4], token: &[u8]) -> Duration {
+    let mut c = Connection::new(Arc::clone(config), IpAddr::from(ip), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    match authenticate(&mut c, 2, token, 0).as_slice() {
+        [Action::Respond(_), Action::CloseAfter(delay)] => *delay,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn failed_logins_are_throttled_per_address_and_per_user_never_a_correct_one() {
+    let (config, _events) = config();
+    let policy = *config.failure_throttle.policy();
+    // One address guessing many names: the delay grows past Kafka's fixed delay, to the cap.
+    let from_one_address: Vec<Duration> = (0..12)
+        .map(|i| failed_login_delay(&config, [10, 0, 0, 1], format!("u{i}:nope").as_bytes()))
+        .collect();
+    assert_eq!(from_one_address[0], DEFAULT_FAILED_AUTH_DELAY);
+    assert!(
+        from_one_address[4] > DEFAULT_FAILED_AUTH_DELAY,
+        "{from_one_address:?}"
+    );
+    assert_eq!(from_one_address[11], policy.cap);
+    // Many addresses guessing one name: the same growth, keyed by the claimed user name.
+    let against_one_user: Vec<Duration> = (0..12)
+        .map(|i| failed_login_delay(&config, [10, 1, 0, i], b"alice:nope"))
+        .collect();
+    assert_eq!(against_one_user[0], DEFAULT_FAILED_AUTH_DELAY);
+    assert_eq!(against_one_user[11], policy.cap);
+    // A correct password from the throttled address, for the throttled user, is answered at once
+    // (a success carries no delay at all).
+    let mut c = Connection::new(Arc::clone(&config), IpAddr::from([10, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    let actions = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(
+        matches!(actions.as_slice(), [Action::Respond(_)]),
+        "{actions:?}"
+    );
+    assert!(c.is_authenticated());
+    // Someone else, elsewhere, still gets Kafka's fixed delay.
+    assert_eq!(
+        failed_login_delay(&config, [10, 2, 0, 1], b"bob:nope"),
+        DEFAULT_FAILED_AUTH_DELAY
+    );
+}
+
+/// A mechanism that declares its steps cheap (as SCRAM does).
+struct Cheap;
+impl SaslMechanism for Cheap {
+    fn name(&self) -> &str {
+        "CHEAP"
+    }
+    fn start(&self, _: &ExchangeContext) -> Box<dyn SaslExchange> {
+        Box::new(FixedExchange::default())
+    }
+    fn steps_are_cheap(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn only_steps_of_mechanisms_not_declared_cheap_may_block() {
+    let (mut c, _) = conn();
+    assert!(!c.next_step_may_block());
+    let _ = handshake(&mut c, 1, "TEST");
+    assert!(
+        c.next_step_may_block(),
+        "a mechanism's step may block by default"
+    );
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(!c.next_step_may_block());
+
+    let (config, _) = config();
+    let mut cheap_config = ConnectionConfig::new(
+        "test",
+        vec![Arc::new(Cheap)],
+        Arc::clone(&config.principal_builder),
+        Arc::clone(&config.policy),
+        Arc::clone(&config.api_versions),
+        EventBus::new(),
+    );
+    cheap_config.max_reauth_ms = None;
+    let mut c = Connection::new(Arc::new(cheap_config), IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "CHEAP");
+    assert!(!c.next_step_may_block());
 }
 
 #[test]

@@ -12,6 +12,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// How many bytes one read may add to the buffer.
 const READ_CHUNK: usize = 64 * 1024;
+/// The least room offered to one read: most Kafka requests fit in one read. Each read is also
+/// offered one byte more than the frame still needs, so the read that takes the last bytes of a
+/// frame is short when nothing else is queued; a short read tells tokio the socket is drained, and
+/// the next wait costs no `read` call that would only return `EWOULDBLOCK` (offering exactly the 4
+/// bytes of a size prefix filled the room every time). Small, because an idle connection holds it.
+const MIN_READ: usize = 1024;
 
 /// What the next read produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -63,7 +69,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if let Some(outcome) = self.parse(max_size)? {
                 return Ok(outcome);
             }
-            let wanted = self.bytes_missing().clamp(1, READ_CHUNK);
+            let wanted = self
+                .bytes_missing()
+                .saturating_add(1)
+                .clamp(MIN_READ, READ_CHUNK);
             self.buffer.reserve(wanted);
             let read = self.inner.read_buf(&mut self.buffer).await?;
             if read == 0 {
@@ -72,6 +81,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 } else {
                     Err(FrameError::Truncated)
                 };
+            }
+        }
+    }
+
+    /// Reads and throws away everything the peer sends until it closes (`Ok`) or the socket
+    /// fails: a closing connection reads its input to the end so that closing it does not make
+    /// the kernel answer unread bytes with a reset, which can destroy answers already sent.
+    /// Cancel-safe; keeps at most one read chunk in memory.
+    pub async fn discard_until_eof(&mut self) -> std::io::Result<()> {
+        loop {
+            self.buffer.clear();
+            self.buffer.reserve(READ_CHUNK);
+            if self.inner.read_buf(&mut self.buffer).await? == 0 {
+                return Ok(());
             }
         }
     }

@@ -7,8 +7,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use super::admission::Slot;
 use super::brokers::broker_port;
 use super::{client, Shared};
 
@@ -16,6 +18,8 @@ use super::{client, Shared};
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a refused connection's input is read before it is dropped.
+const REFUSED_LINGER: Duration = Duration::from_secs(1);
 
 /// Which upstream a listener's connections are forwarded to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,19 +93,33 @@ fn bind_now(address: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(listener)
 }
 
-/// Accepts clients until the server stops.
+/// Accepts clients until the server stops. While `max_connections` are open it does not
+/// accept (clients wait in the kernel's backlog); a client whose address is over
+/// `max_connections_per_ip` is closed at once.
 pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, target: Target) {
     let mut shutdown = shared.shutdown.clone();
+    if *shutdown.borrow_and_update() {
+        return;
+    }
     loop {
         let accepted = tokio::select! {
             _ = shutdown.changed() => return,
-            accepted = listener.accept() => accepted,
+            accepted = async {
+                shared.admission.wait_for_free_slot().await;
+                listener.accept().await
+            } => accepted,
         };
         match accepted {
-            Ok((stream, peer)) => {
-                tracing::debug!(%peer, ?target, "connection accepted");
-                tokio::spawn(handle(shared.clone(), stream, peer, target));
-            }
+            Ok((stream, peer)) => match shared.admission.admit(peer.ip()) {
+                Ok(slot) => {
+                    tracing::debug!(%peer, ?target, "connection accepted");
+                    tokio::spawn(handle(shared.clone(), stream, peer, target, slot));
+                }
+                Err(refused) => {
+                    tracing::debug!(%peer, ?target, reason = %refused, "connection refused");
+                    tokio::spawn(close_refused(stream));
+                }
+            },
             Err(e) => {
                 tracing::warn!(?target, error = %e, "accept failed");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -110,16 +128,35 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, targ
     }
 }
 
-async fn handle(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, target: Target) {
+/// Closes a connection that was not admitted: FIN at once, then its input is read to the end
+/// (briefly), so the close is not a reset.
+async fn close_refused(mut stream: TcpStream) {
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut scratch = [0u8; 4096];
+    let _ = tokio::time::timeout(REFUSED_LINGER, async {
+        while matches!(stream.read(&mut scratch).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    target: Target,
+    slot: Slot,
+) {
     // Kafka requests are small and latency-bound; Nagle would delay pipelined responses.
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
     match shared.tls.clone() {
-        None => client::serve(shared, stream, peer, target, false).await,
+        None => client::serve(shared, stream, peer, target, false, slot).await,
         Some(acceptor) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => client::serve(shared, tls, peer, target, true).await,
+                Ok(Ok(tls)) => client::serve(shared, tls, peer, target, true, slot).await,
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }

@@ -5,15 +5,18 @@
 //! | module        | its one job                                                          |
 //! |---------------|----------------------------------------------------------------------|
 //! | [`frames`]    | Kafka's size-prefixed frames, with a per-read size limit             |
-//! | [`tls`]       | the rustls server configuration from `[listener.tls]`                |
+//! | [`tls`]       | rustls: the listener's server side, the upstream's client side       |
+//! | [`admission`] | connection limits and the pre-authentication buffer budget           |
 //! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
-//! | `client`      | the per-connection loop: frames in, actions out, responses in order  |
+//! | `client`      | the per-connection loop: frames in, actions out, responses in order, |
+//! |               | and the lingering close                                              |
 //! | [`queue`]     | the ordered response queue of one connection                         |
 //! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
 //! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
 //! | [`rewrite`]   | broker addresses in Metadata / FindCoordinator / DescribeCluster     |
 //! | [`wire`]      | kafka-protocol encoding and decoding for the host's own messages     |
 
+pub mod admission;
 pub mod brokers;
 mod client;
 pub mod frames;
@@ -43,12 +46,14 @@ use portcullis::principal::PrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
 use portcullis::reauth::ReauthScheduler;
 use portcullis::sasl::SaslMechanism;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use portcullis::throttle::ThrottlePolicy;
+use tokio::net::TcpSocket;
+use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{ListenerConfig, SecurityProtocol, UpstreamConfig};
+use crate::config::{LimitsConfig, ListenerConfig, ShutdownConfig, UpstreamConfig};
 use crate::node::Node;
+use admission::Admission;
 use brokers::{discover, BrokerMap};
 use listeners::{accept_loop, BrokerListeners, Target};
 use rewrite::Advertised;
@@ -58,6 +63,8 @@ use upstream::UpstreamSettings;
 const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// Pause between attempts while the upstream cannot be reached at start.
 const DISCOVERY_RETRY: Duration = Duration::from_secs(2);
+/// Connections the bootstrap listener's kernel queue holds while none can be accepted.
+const LISTEN_BACKLOG: u32 = 1024;
 
 /// Everything the network runtime needs from a node.
 pub struct ServerParts {
@@ -65,6 +72,10 @@ pub struct ServerParts {
     pub listener: ListenerConfig,
     /// `[upstream]`.
     pub upstream: UpstreamConfig,
+    /// `[limits]`.
+    pub limits: LimitsConfig,
+    /// `[shutdown]`.
+    pub shutdown: ShutdownConfig,
     /// Enabled mechanisms, in the configured order.
     pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
     /// Maps authentications to principals.
@@ -73,7 +84,7 @@ pub struct ServerParts {
     pub policy: Arc<dyn ForwardingPolicy>,
     /// Where security events go.
     pub events: EventBus,
-    /// Authenticates Portcullis upstream (`SASL_PLAINTEXT`).
+    /// Authenticates Portcullis upstream (`SASL_PLAINTEXT`, `SASL_SSL`).
     pub upstream_login: Option<Arc<dyn LoginModule>>,
     /// Every authenticated session (KIP-368).
     pub sessions: ReauthScheduler,
@@ -115,13 +126,29 @@ pub(crate) struct Shared {
     tls: Option<TlsAcceptor>,
     shutdown: watch::Receiver<bool>,
     store_writer: Option<crate::store_writer::StoreWriter>,
+    admission: Arc<Admission>,
+    limits: ConnectionLimits,
+    /// Permits to run a SASL step on the blocking pool (see `client::step_off_runtime`).
+    sasl_workers: Arc<Semaphore>,
 }
 
-/// A bound, not yet serving, Portcullis server.
+/// The per-connection time limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionLimits {
+    authentication_timeout: Duration,
+    idle_timeout: Duration,
+    close_pause: Duration,
+}
+
+/// A bound, not yet serving, Portcullis server. Its bootstrap port is reserved (bound) but
+/// refuses connections until the upstream cluster has been discovered, so a client never waits
+/// on a port that cannot serve it: it gets "connection refused" and retries, as with a broker
+/// that is not up yet.
 pub struct Server {
     shared: Arc<Shared>,
-    bootstrap: TcpListener,
+    bootstrap: TcpSocket,
     stop: watch::Sender<bool>,
+    grace: Duration,
 }
 
 impl std::fmt::Debug for Server {
@@ -133,14 +160,16 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Checks the configuration and binds the bootstrap listener.
+    /// Checks the configuration and binds the bootstrap listener (without listening yet).
     pub async fn bind(parts: ServerParts) -> anyhow::Result<Self> {
-        let login = match (parts.upstream.security_protocol, parts.upstream_login) {
-            (SecurityProtocol::SaslPlaintext, Some(login)) => Some(login),
-            (SecurityProtocol::SaslPlaintext, None) => {
-                anyhow::bail!("[upstream] security_protocol = SASL_PLAINTEXT needs a login module (sasl_mechanism, username, password)")
-            }
-            (SecurityProtocol::Plaintext, _) => None,
+        let protocol = parts.upstream.security_protocol;
+        let login = match (protocol.uses_sasl(), parts.upstream_login) {
+            (true, Some(login)) => Some(login),
+            (true, None) => anyhow::bail!(
+                "[upstream] security_protocol = {} needs a login module (sasl_mechanism, username, password)",
+                protocol.name()
+            ),
+            (false, _) => None,
         };
         if parts.upstream.bootstrap_servers.is_empty() {
             anyhow::bail!("[upstream] bootstrap_servers is empty");
@@ -149,10 +178,28 @@ impl Server {
             Some(config) => Some(tls::acceptor(config).context("[listener.tls]")?),
             None => None,
         };
+        let upstream_tls = if protocol.uses_tls() {
+            let config = parts.upstream.tls.clone().unwrap_or_default();
+            Some(tls::connector(&config).context("[upstream.tls]")?)
+        } else {
+            None
+        };
         let listener = &parts.listener;
+        let limits = &parts.limits;
         let api_versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
             &ApiVersionTable::default(),
         )));
+        let throttle = ThrottlePolicy {
+            base: Duration::from_millis(listener.failed_authentication_delay_ms),
+            cap: Duration::from_millis(
+                limits
+                    .failed_authentication
+                    .max_delay_ms
+                    .max(listener.failed_authentication_delay_ms),
+            ),
+            free_failures: limits.failed_authentication.free_failures,
+            half_life: Duration::from_millis(limits.failed_authentication.half_life_ms.max(1)),
+        };
         let connection_config = ConnectionConfig::new(
             listener.name.clone(),
             parts.mechanisms,
@@ -162,9 +209,7 @@ impl Server {
             parts.events,
         )
         .with_frame_limits(listener.max_pre_auth_frame_bytes, listener.max_frame_bytes)
-        .with_failed_auth_delay(Duration::from_millis(
-            listener.failed_authentication_delay_ms,
-        ))
+        .with_failure_throttle(throttle)
         .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
         .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
         .with_sessions(parts.sessions, parts.metrics)
@@ -174,13 +219,11 @@ impl Server {
             None => connection_config,
         };
 
-        let bootstrap = TcpListener::bind(&listener.address)
-            .await
+        let bootstrap = reserve_port(&listener.address)
             .with_context(|| format!("cannot listen on {}", listener.address))?;
         let local = bootstrap
             .local_addr()
             .context("bootstrap listener address")?;
-        tracing::info!(listener = %listener.name, tls = tls.is_some(), "listening on {local}");
 
         let (stop, shutdown) = watch::channel(false);
         let shared = Shared {
@@ -188,6 +231,7 @@ impl Server {
             upstream: UpstreamSettings {
                 bootstrap_servers: parts.upstream.bootstrap_servers.clone(),
                 login,
+                tls: upstream_tls,
                 connect_timeout: Duration::from_millis(parts.upstream.connect_timeout_ms),
                 versions: ArcSwap::from_pointee(ApiVersionTable::default()),
             },
@@ -200,11 +244,23 @@ impl Server {
             tls,
             shutdown,
             store_writer: parts.store_writer,
+            admission: Arc::new(Admission::new(
+                limits.max_connections,
+                limits.max_connections_per_ip,
+                limits.max_pre_auth_buffer_bytes,
+            )),
+            limits: ConnectionLimits {
+                authentication_timeout: Duration::from_millis(limits.authentication_timeout_ms),
+                idle_timeout: Duration::from_millis(limits.connections_max_idle_ms),
+                close_pause: Duration::from_millis(limits.close_pause_ms),
+            },
+            sasl_workers: Arc::new(Semaphore::new(sasl_worker_count())),
         };
         Ok(Self {
             shared: Arc::new(shared),
             bootstrap,
             stop,
+            grace: Duration::from_millis(parts.shutdown.grace_ms),
         })
     }
 
@@ -213,23 +269,28 @@ impl Server {
         self.bootstrap.local_addr().ok()
     }
 
-    /// Discovers the upstream cluster, then serves clients until `shutdown` completes.
+    /// Discovers the upstream cluster, then serves clients until `shutdown` completes; then stops
+    /// accepting, lets every connection answer what it already forwarded and close, and returns
+    /// once all have closed or the grace period (`[shutdown] grace_ms`) is over.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let Self {
             shared,
             bootstrap,
             stop,
+            grace,
         } = self;
         tokio::pin!(shutdown);
-        // Clients are accepted only once the upstream's versions are known: before that the
+        // The port accepts only once the upstream's versions are known: before that the
         // advertised table holds only the local APIs, and every forwarded request would fail.
+        let upstream = shared.upstream.bootstrap_servers.join(", ");
+        tracing::info!(upstream = %upstream, "discovering the upstream cluster before accepting clients");
         loop {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 discovered = refresh(&shared) => match discovered {
                     Ok(()) => break,
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot reach the upstream cluster; retrying");
+                        tracing::warn!(upstream = %upstream, error = %e, "cannot reach the upstream cluster; clients are refused until it answers; retrying in {}s", DISCOVERY_RETRY.as_secs());
                         tokio::select! {
                             () = &mut shutdown => return Ok(()),
                             () = tokio::time::sleep(DISCOVERY_RETRY) => {}
@@ -238,14 +299,59 @@ impl Server {
                 },
             }
         }
+        let bootstrap = bootstrap
+            .listen(LISTEN_BACKLOG)
+            .context("cannot listen on the bootstrap address")?;
+        let local = bootstrap
+            .local_addr()
+            .context("bootstrap listener address")?;
+        tracing::info!(listener = %shared.connection_config.listener, tls = shared.tls.is_some(), "listening on {local}");
         tokio::spawn(refresh_periodically(shared.clone()));
         tokio::spawn(accept_loop(shared.clone(), bootstrap, Target::Bootstrap));
         shutdown.await;
-        tracing::info!("stopping");
-        // Stops every accept loop and connection; a send error only means none is left.
+        let open = shared.admission.live();
+        tracing::info!(
+            connections = open,
+            grace_ms = grace.as_millis() as u64,
+            "stopping: no new connections; answering what was already forwarded"
+        );
+        // Stops every accept loop; each connection stops reading requests, writes the answers to
+        // what it forwarded and closes. A send error only means no receiver is left.
         let _ = stop.send(true);
+        match tokio::time::timeout(grace, shared.admission.wait_until_empty()).await {
+            Ok(()) => tracing::info!("stopped: every connection closed"),
+            Err(_) => tracing::warn!(
+                still_open = shared.admission.live(),
+                "stopped: the grace period ended before every connection had closed"
+            ),
+        }
         Ok(())
     }
+}
+
+/// Binds `address` without listening: the port is ours, and connecting to it is refused until
+/// [`TcpSocket::listen`].
+fn reserve_port(address: &str) -> anyhow::Result<TcpSocket> {
+    let address: SocketAddr = address
+        .parse()
+        .with_context(|| format!("`{address}` is not IP:PORT"))?;
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As std's listeners do: a restart does not wait for the previous run's TIME_WAIT sockets.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    Ok(socket)
+}
+
+/// Threads that may run SASL steps at once: all cores but one, so a storm of logins (PLAIN's
+/// key derivation costs milliseconds) always leaves a core to the connections already served.
+fn sasl_worker_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .max(1)
 }
 
 impl ServerParts {
@@ -254,6 +360,8 @@ impl ServerParts {
         Self {
             listener: node.config.listener.clone(),
             upstream: node.config.upstream.clone(),
+            limits: node.config.limits.clone(),
+            shutdown: node.config.shutdown.clone(),
             mechanisms: node.mechanisms.clone(),
             principal_builder: node.principal_builder.clone(),
             policy: node.policy.clone(),

@@ -86,6 +86,11 @@ impl ResponseQueue {
         true
     }
 
+    /// Whether the response at the head of the queue is ready to be written.
+    pub fn head_is_ready(&self) -> bool {
+        matches!(self.entries.front(), Some(Entry::Ready(_)))
+    }
+
     /// Takes the next response if it is ready; `None` when the queue is empty or its head still
     /// waits for upstream.
     pub fn pop_ready(&mut self) -> Option<Bytes> {
@@ -119,8 +124,10 @@ mod tests {
         q.push_ready(Bytes::from_static(b"local-2"));
         q.push_pending(pending(3));
         assert_eq!(q.pop_ready(), None);
+        assert!(!q.head_is_ready());
         assert_eq!(q.oldest_pending().map(|p| p.correlation_id), Some(1));
         assert!(q.complete_oldest(Bytes::from_static(b"up-1")));
+        assert!(q.head_is_ready());
         assert_eq!(q.pop_ready(), Some(Bytes::from_static(b"up-1")));
         assert_eq!(q.pop_ready(), Some(Bytes::from_static(b"local-2")));
         assert_eq!(q.pop_ready(), None);

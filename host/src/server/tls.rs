@@ -1,29 +1,39 @@
-//! TLS on the client listener (SASL_SSL): a rustls server configuration built from
-//! `[listener.tls]`, with the ring provider.
+//! TLS with rustls (ring provider), both ways:
+//!
+//! - the client listener (SASL_SSL): a server configuration from `[listener.tls]`;
+//! - the upstream (`SSL` / `SASL_SSL`): a client configuration from `[upstream.tls]`, trusting a
+//!   CA file or the system's roots, optionally presenting a client certificate, and verifying
+//!   that each broker's certificate names the host Portcullis connects to.
+//!
+//! PEM files are read with `rustls-pki-types`' [`PemObject`].
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::ring;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-use tokio_rustls::TlsAcceptor;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
+use rustls_pki_types::pem::PemObject;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::{ClientAuth, TlsConfig};
+use crate::config::{ClientAuth, TlsConfig, UpstreamTlsConfig};
 
 /// Why the TLS configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
-    /// A PEM file could not be read.
-    #[error("cannot read {path}: {source}")]
+    /// A PEM file could not be read or parsed.
+    #[error("cannot read {path}: {reason}")]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        reason: String,
     },
     /// A PEM file holds nothing usable.
     #[error("{path} contains no {what}")]
@@ -36,6 +46,9 @@ pub enum TlsSetupError {
     /// `client_auth` asks for certificates but no CA is configured.
     #[error("listener.tls.client_auth = {0:?} needs listener.tls.ca_file")]
     MissingCa(ClientAuth),
+    /// No trusted root could be loaded from the system.
+    #[error("no trusted root certificate found on this system ({0}); set upstream.tls.ca_file")]
+    NoSystemRoots(String),
     /// rustls refused the configuration.
     #[error("invalid TLS configuration: {0}")]
     Rustls(String),
@@ -55,12 +68,7 @@ pub fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsSetupError> 
         (ClientAuth::None, _) => WebPkiClientVerifier::no_client_auth(),
         (mode, None) => return Err(TlsSetupError::MissingCa(mode)),
         (mode, Some(ca_file)) => {
-            let mut roots = RootCertStore::empty();
-            for cert in read_certs(ca_file)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| TlsSetupError::Rustls(format!("{}: {e}", ca_file.display())))?;
-            }
+            let roots = roots_from_file(ca_file)?;
             let builder =
                 WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let builder = if mode == ClientAuth::Requested {
@@ -81,22 +89,140 @@ pub fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsSetupError> 
         .map_err(|e| TlsSetupError::Rustls(e.to_string()))
 }
 
-fn open(path: &Path) -> Result<BufReader<File>, TlsSetupError> {
-    File::open(path)
-        .map(BufReader::new)
-        .map_err(|source| TlsSetupError::Read {
-            path: path.to_owned(),
-            source,
-        })
+/// Builds the connector for the upstream brokers (`[upstream.tls]`).
+pub fn connector(config: &UpstreamTlsConfig) -> Result<TlsConnector, TlsSetupError> {
+    Ok(TlsConnector::from(Arc::new(client_config(config)?)))
+}
+
+/// Builds the rustls client configuration for the upstream brokers.
+pub fn client_config(config: &UpstreamTlsConfig) -> Result<ClientConfig, TlsSetupError> {
+    let provider = Arc::new(ring::default_provider());
+    let roots = match &config.ca_file {
+        Some(ca_file) => roots_from_file(ca_file)?,
+        None => system_roots()?,
+    };
+    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| TlsSetupError::Rustls(e.to_string()))?;
+    let verifier: Arc<dyn ServerCertVerifier> = if config.verify_server_name {
+        webpki
+    } else {
+        Arc::new(AnyServerName(webpki))
+    };
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsSetupError::Rustls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    match (&config.cert_file, &config.key_file) {
+        (Some(cert_file), Some(key_file)) => builder
+            .with_client_auth_cert(read_certs(cert_file)?, read_key(key_file)?)
+            .map_err(|e| TlsSetupError::Rustls(e.to_string())),
+        _ => Ok(builder.with_no_client_auth()),
+    }
+}
+
+/// The name a broker's certificate must carry when Portcullis connects to `address`
+/// (`host:port`, `[v6]:port`): its host, as a DNS name or an IP address.
+pub fn server_name(address: &str) -> Result<ServerName<'static>, String> {
+    let host = match address.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => address,
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    ServerName::try_from(host.to_owned())
+        .map_err(|e| format!("`{host}` is no TLS server name: {e}"))
+}
+
+/// Chain verification without the name check (`verify_server_name = false`, for tests): a
+/// certificate for another host is accepted, one from an untrusted CA is not.
+#[derive(Debug)]
+struct AnyServerName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyServerName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn roots_from_file(ca_file: &Path) -> Result<RootCertStore, TlsSetupError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(ca_file)? {
+        roots
+            .add(cert)
+            .map_err(|e| TlsSetupError::Rustls(format!("{}: {e}", ca_file.display())))?;
+    }
+    Ok(roots)
+}
+
+/// The system's trusted roots (`rustls-native-certs`: the OS store, or `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR`). Unreadable entries are skipped; none at all is an error.
+fn system_roots() -> Result<RootCertStore, TlsSetupError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why = found
+            .errors
+            .first()
+            .map_or_else(|| "the store is empty".to_owned(), ToString::to_string);
+        return Err(TlsSetupError::NoSystemRoots(why));
+    }
+    Ok(roots)
+}
+
+fn read_error(path: &Path, e: &rustls_pki_types::pem::Error) -> TlsSetupError {
+    TlsSetupError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
 }
 
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
-    let certs = rustls_pemfile::certs(&mut open(path)?)
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| read_error(path, &e))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| TlsSetupError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        .map_err(|e| read_error(path, &e))?;
     if certs.is_empty() {
         return Err(TlsSetupError::Empty {
             path: path.to_owned(),
@@ -107,15 +233,14 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupError
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
-    rustls_pemfile::private_key(&mut open(path)?)
-        .map_err(|source| TlsSetupError::Read {
-            path: path.to_owned(),
-            source,
-        })?
-        .ok_or_else(|| TlsSetupError::Empty {
+    match PrivateKeyDer::from_pem_file(path) {
+        Ok(key) => Ok(key),
+        Err(rustls_pki_types::pem::Error::NoItemsFound) => Err(TlsSetupError::Empty {
             path: path.to_owned(),
             what: "private key",
-        })
+        }),
+        Err(e) => Err(read_error(path, &e)),
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +277,46 @@ mod tests {
                 ca_file: ca.map(|name| self.path(name)),
             }
         }
+    }
+
+    fn upstream(files: &Files, ca: Option<&str>) -> UpstreamTlsConfig {
+        UpstreamTlsConfig {
+            ca_file: ca.map(|name| files.path(name)),
+            ..UpstreamTlsConfig::default()
+        }
+    }
+
+    #[test]
+    fn upstream_client_configurations() {
+        let files = Files::new();
+        assert!(client_config(&upstream(&files, Some("cert.pem"))).is_ok());
+        let mut with_cert = upstream(&files, Some("cert.pem"));
+        with_cert.cert_file = Some(files.path("cert.pem"));
+        with_cert.key_file = Some(files.path("key.pem"));
+        assert!(client_config(&with_cert).is_ok());
+        with_cert.verify_server_name = false;
+        assert!(client_config(&with_cert).is_ok());
+        let e = client_config(&upstream(&files, Some("empty.pem"))).unwrap_err();
+        assert!(matches!(e, TlsSetupError::Empty { .. }), "{e}");
+        let e = client_config(&upstream(&files, Some("missing.pem"))).unwrap_err();
+        assert!(e.to_string().contains("missing.pem"), "{e}");
+    }
+
+    #[test]
+    fn server_names_come_from_the_address_host() {
+        assert_eq!(
+            server_name("kafka-1.example.com:9093").unwrap(),
+            ServerName::try_from("kafka-1.example.com").unwrap()
+        );
+        assert_eq!(
+            server_name("127.0.0.1:9093").unwrap(),
+            ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())
+        );
+        assert_eq!(
+            server_name("[::1]:9093").unwrap(),
+            ServerName::IpAddress(std::net::Ipv6Addr::LOCALHOST.into())
+        );
+        assert!(server_name("bad host:9093").is_err());
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //! When the upstream reports a session lifetime, the connection re-authenticates before sending
 //! the first client frame after a jittered 85–95 % of that lifetime (the Java client's choice), so
 //! the upstream never sees a request on an expired session.
+//!
+//! With `SSL` / `SASL_SSL` the TCP connection is wrapped in rustls first ([`super::tls`]); the
+//! server name checked is the host of the address connected to.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -26,9 +29,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::login::{LoginError, LoginModule};
 use portcullis::protocol::versions::ApiVersionTable;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
 
 use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
 use super::wire::{decode_response, encode_request, response_correlation_id, WireError};
@@ -44,8 +52,10 @@ const MAX_SASL_ROUNDS: usize = 16;
 pub struct UpstreamSettings {
     /// `[upstream] bootstrap_servers`.
     pub bootstrap_servers: Vec<String>,
-    /// The login module for `SASL_PLAINTEXT`; `None` for `PLAINTEXT`.
+    /// The login module for `SASL_PLAINTEXT` / `SASL_SSL`; `None` for `PLAINTEXT` / `SSL`.
     pub login: Option<Arc<dyn LoginModule>>,
+    /// TLS to the brokers, for `SSL` / `SASL_SSL`.
+    pub tls: Option<TlsConnector>,
     /// Bound on connecting and authenticating one connection.
     pub connect_timeout: Duration,
     /// The upstream's own API versions (not the advertised ones), learned at discovery.
@@ -61,6 +71,7 @@ impl std::fmt::Debug for UpstreamSettings {
                 &self.login.as_ref().map(|l| l.mechanism().to_owned()),
             )
             .field("connect_timeout", &self.connect_timeout)
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -82,6 +93,14 @@ pub enum UpstreamError {
     /// Connecting and authenticating took longer than `connect_timeout_ms`.
     #[error("connecting to {0} timed out")]
     Timeout(String),
+    /// The TLS handshake failed (e.g. an untrusted certificate, or one for another name).
+    #[error("TLS handshake with {address} failed: {reason}")]
+    Tls {
+        /// The address.
+        address: String,
+        /// Why (rustls' reason).
+        reason: String,
+    },
     /// Reading or writing failed.
     #[error(transparent)]
     Frame(#[from] FrameError),
@@ -123,8 +142,8 @@ pub enum UpstreamError {
 /// One upstream TCP connection.
 pub struct UpstreamConnection {
     address: String,
-    reader: FrameReader<OwnedReadHalf>,
-    writer: BufWriter<OwnedWriteHalf>,
+    reader: FrameReader<UpstreamRead>,
+    writer: BufWriter<UpstreamWrite>,
     next_internal_id: i32,
     /// Client responses that arrived while Portcullis waited for one of its own.
     stash: VecDeque<Bytes>,
@@ -183,7 +202,25 @@ impl UpstreamConnection {
                     })?;
             // Kafka requests are small and latency-bound; Nagle would delay pipelined requests.
             stream.set_nodelay(true).map_err(FrameError::Io)?;
-            let (read, write) = stream.into_split();
+            let (read, write) = match &settings.tls {
+                None => {
+                    let (read, write) = stream.into_split();
+                    (UpstreamRead::Plain(read), UpstreamWrite::Plain(write))
+                }
+                Some(connector) => {
+                    let tls = |reason: String| UpstreamError::Tls {
+                        address: address.to_owned(),
+                        reason,
+                    };
+                    let name = super::tls::server_name(address).map_err(tls)?;
+                    let stream = connector
+                        .connect(name, stream)
+                        .await
+                        .map_err(|e| tls(e.to_string()))?;
+                    let (read, write) = tokio::io::split(stream);
+                    (UpstreamRead::Tls(read), UpstreamWrite::Tls(write))
+                }
+            };
             let mut connection = Self {
                 address: address.to_owned(),
                 reader: FrameReader::new(read),
@@ -363,6 +400,76 @@ impl UpstreamConnection {
             }
         }
         Err(UpstreamError::Incomplete)
+    }
+}
+
+/// The read side of an upstream connection: a TCP half, or the read half of a TLS stream.
+enum UpstreamRead {
+    Plain(OwnedReadHalf),
+    Tls(ReadHalf<TlsStream<TcpStream>>),
+}
+
+/// The write side of an upstream connection.
+enum UpstreamWrite {
+    Plain(OwnedWriteHalf),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for UpstreamRead {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(read) => Pin::new(read).poll_read(cx, buf),
+            Self::Tls(read) => Pin::new(read).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpstreamWrite {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(write) => Pin::new(write).poll_write(cx, buf),
+            Self::Tls(write) => Pin::new(write).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(write) => Pin::new(write).poll_flush(cx),
+            Self::Tls(write) => Pin::new(write).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(write) => Pin::new(write).poll_shutdown(cx),
+            Self::Tls(write) => Pin::new(write).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(write) => Pin::new(write).poll_write_vectored(cx, bufs),
+            Self::Tls(write) => Pin::new(write).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(write) => write.is_write_vectored(),
+            Self::Tls(write) => write.is_write_vectored(),
+        }
     }
 }
 

@@ -54,6 +54,7 @@ impl PlainServer {
             credentials: Arc::clone(&self.credentials),
             verifier: Arc::clone(&self.verifier),
             state: State::ExpectResponse,
+            claimed_user: None,
         }
     }
 }
@@ -81,6 +82,8 @@ pub struct PlainServerExchange {
     credentials: Arc<dyn CredentialView>,
     verifier: Arc<PasswordVerifier>,
     state: State,
+    /// The authcid of the client's message, once parsed (for per-user throttling of failures).
+    claimed_user: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,12 +104,17 @@ impl SaslExchange for PlainServerExchange {
             )),
         }
     }
+
+    fn claimed_user(&self) -> Option<&str> {
+        self.claimed_user.as_deref()
+    }
 }
 
 impl PlainServerExchange {
-    fn authenticate(&self, token: &[u8]) -> Result<Authenticated, AuthFailure> {
+    fn authenticate(&mut self, token: &[u8]) -> Result<Authenticated, AuthFailure> {
         // Every PLAIN failure is a SaslAuthenticationException in Kafka: the client sees it.
         let message = parse(token).map_err(|e| AuthFailure::Visible(e.to_string()))?;
+        self.claimed_user = Some(message.username.to_owned());
         // Checked before the password, so a mismatched authzid costs no PBKDF2; the answer does
         // not depend on the credential either way.
         if !message.authzid.is_empty() && message.authzid != message.username {

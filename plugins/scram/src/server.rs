@@ -86,6 +86,7 @@ impl ScramServer {
             nonces: self.nonces.clone(),
             now_ms: context.now_ms,
             state: State::ExpectClientFirst,
+            claimed_user: None,
         }
     }
 }
@@ -103,6 +104,12 @@ impl SaslMechanism for ScramServer {
         self.mechanism.mechanism_name()
     }
 
+    /// A step is a lookup, a nonce and a few HMACs: microseconds (keys are derived when a
+    /// credential is stored, never at login).
+    fn steps_are_cheap(&self) -> bool {
+        true
+    }
+
     fn start(&self, context: &ExchangeContext) -> Box<dyn SaslExchange> {
         Box::new(self.start_exchange(context))
     }
@@ -116,6 +123,8 @@ pub struct ScramServerExchange {
     nonces: NonceSource,
     now_ms: i64,
     state: State,
+    /// The `n=` of client-first, once parsed (for per-user throttling of failures).
+    claimed_user: Option<String>,
 }
 
 /// Where the exchange is. Each state holds only what is valid in it.
@@ -183,13 +192,18 @@ impl SaslExchange for ScramServerExchange {
             )),
         }
     }
+
+    fn claimed_user(&self) -> Option<&str> {
+        self.claimed_user.as_deref()
+    }
 }
 
 impl ScramServerExchange {
-    fn on_client_first(&self, token: &[u8]) -> Result<(Vec<u8>, AwaitingFinal), AuthFailure> {
+    fn on_client_first(&mut self, token: &[u8]) -> Result<(Vec<u8>, AwaitingFinal), AuthFailure> {
         let first = parse_client_first(token).map_err(|e| {
             AuthFailure::Hidden(format!("Invalid SCRAM client first message format: {e}"))
         })?;
+        self.claimed_user = Some(first.username.clone());
         // CVE-2017-12610: the client never chooses its identity. Checked before the lookup so the
         // answer does not depend on whether the user exists.
         if first
