@@ -1,6 +1,7 @@
 //! # Portcullis framework
 //!
-//! The plugin API, the core services and the Kafka security layer of Portcullis, written
+//! The core services and the Kafka security layer of Portcullis, and (re-exported from
+//! [`portcullis_plugin_api`], module by module under the same names) the plugin API, written
 //! **sans-I/O**: nothing here opens a socket, reads a file or looks at a clock. The host feeds
 //! decoded frames and the current time in, and gets back what to do.
 //!
@@ -38,5 +39,10 @@ pub mod secret;
 pub mod store;
 pub mod tokens;
 
-/// The framework's version, written into every dynamic plugin's declaration.
+pub use portcullis_plugin_api as plugin_api;
+pub use portcullis_plugin_api::{
+    api_keys, host, plugin, Host, HostServices, Level, MetricKind, Plugin, PluginError,
+};
+
+/// The framework's version.
 pub const FRAMEWORK_VERSION: &str = env!("CARGO_PKG_VERSION");

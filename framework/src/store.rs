@@ -181,6 +181,15 @@ impl MetadataRecord {
     }
 }
 
+impl From<crate::authorizer::AclChange> for MetadataRecord {
+    fn from(change: crate::authorizer::AclChange) -> Self {
+        match change {
+            crate::authorizer::AclChange::Create(binding) => MetadataRecord::Acl { binding },
+            crate::authorizer::AclChange::Delete(binding) => MetadataRecord::RemoveAcl { binding },
+        }
+    }
+}
+
 /// The position of a record in the log. Offsets only grow, and compaction keeps them.
 pub type Offset = u64;
 

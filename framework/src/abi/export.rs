@@ -309,6 +309,7 @@ impl Exchange {
                 result.outcome = OUTCOME_FAIL_HIDDEN;
                 result.bytes = AbiBytes::from_slice(reason.as_bytes());
             }
+            _ => result.outcome = OUTCOME_FAIL_HIDDEN,
         }
         result
     }

@@ -56,7 +56,7 @@ pub const DECLARATION_SYMBOL: &str = "PORTCULLIS_PLUGIN_DECLARATION";
 
 /// The compiler that built this copy of the framework, e.g.
 /// `rustc 1.95.0 (59807616e 2026-04-14) [x86_64-unknown-linux-gnu]`, or `unknown [..]`.
-pub const RUSTC_VERSION: &str = env!("PORTCULLIS_RUSTC_VERSION");
+pub const RUSTC_VERSION: &str = portcullis_plugin_api::abi::RUSTC_VERSION;
 
 /// Implementation details of [`crate::export_sasl_mechanism!`]; not part of the public API.
 #[doc(hidden)]
