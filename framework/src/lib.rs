@@ -7,12 +7,16 @@
 //!
 //! | you want to…                                  | look at                                  |
 //! |-----------------------------------------------|------------------------------------------|
-//! | write a SASL mechanism                        | [`sasl::SaslMechanism`], [`export_sasl_mechanism!`] |
+//! | write a plugin (any kind)                     | the plugin API, [`plugin_api`]           |
+//! | write a SASL mechanism                        | [`sasl::SaslMechanism`]                  |
 //! | map an authenticated identity to a principal  | [`principal::PrincipalBuilder`]          |
 //! | decide where a request goes                   | [`forwarding::ForwardingPolicy`]         |
 //! | persist security metadata                     | [`store::MetadataStore`]                 |
 //! | authenticate Portcullis to an upstream broker | [`login::LoginModule`]                   |
-//! | observe what happens                          | [`events::EventBus`]                     |
+//! | decide what a principal may do                | [`authorizer::Authorizer`]               |
+//! | observe what happens                          | [`events::EventBus`], [`events::EventSubscriber`] |
+//! | register a built-in plugin of any kind        | [`registry`]                             |
+//! | load dynamic plugins (host authors)           | [`abi`]                                  |
 //! | drive a client connection (host authors)      | [`connection::Connection`]               |
 #![deny(missing_docs)]
 
@@ -41,7 +45,7 @@ pub mod tokens;
 
 pub use portcullis_plugin_api as plugin_api;
 pub use portcullis_plugin_api::{
-    api_keys, host, plugin, Host, HostServices, Level, MetricKind, Plugin, PluginError,
+    api_keys, host, plugin, Host, HostServices, Level, MetricKind, Plugin, PluginError, PluginKind,
 };
 
 /// The framework's version.

@@ -46,7 +46,17 @@ pub struct Config {
     /// Delegation tokens (KIP-48); absent or without a secret, tokens are disabled.
     #[serde(default)]
     pub delegation_tokens: DelegationTokensConfig,
+    /// The principal builder.
+    #[serde(default)]
+    pub principal: PrincipalConfig,
+    /// Event subscribers.
+    #[serde(default)]
+    pub events: EventsConfig,
 }
+
+pub use crate::plugin_config::{
+    ConfigSource, EventsConfig, PrincipalConfig, SubscriberConfig, UpstreamLoginConfig,
+};
 
 /// `[authorizer]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -133,6 +143,9 @@ pub struct PluginsConfig {
     /// Per-plugin configuration tables, `[plugins.config.<PLUGIN-NAME>]`, handed to the plugin as TOML text.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Table>,
+    /// The file the configuration was loaded from, to point plugin errors at its lines.
+    #[serde(skip)]
+    pub source: Option<ConfigSource>,
 }
 
 /// `[listener]`.
@@ -218,6 +231,8 @@ pub struct UpstreamConfig {
     /// Timeout for connecting and authenticating upstream.
     #[serde(default = "default_upstream_timeout_ms")]
     pub connect_timeout_ms: u64,
+    /// `[upstream.login]`: the login module (absent: the built-in `password` one).
+    pub login: Option<UpstreamLoginConfig>,
 }
 
 /// The upstream security protocol.
@@ -280,13 +295,15 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const UPSTREAM_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The top-level tables, used to recognise a mistyped override such as `PORTCULLIS_LISTENER_ADDRESS`.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 8] = [
     "node",
     "plugins",
     "listener",
     "upstream",
     "forwarding",
     "delegation_tokens",
+    "principal",
+    "events",
 ];
 /// The key read from the environment verbatim instead of through figment's value parser, which
 /// would turn `1234` into a number, and whose errors would quote it.
@@ -396,6 +413,10 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
         tokens_config::check_secret_file(path)?;
     }
     config.validate()?;
+    config.plugins.source = Some(ConfigSource {
+        path: path.to_owned(),
+        text,
+    });
     Ok(config)
 }
 
@@ -815,6 +836,7 @@ impl Config {
             return Err(invalid("metrics.snapshot_interval_ms", "must be positive"));
         }
         self.delegation_tokens.validate()?;
+        self.events.validate()?;
         Ok(())
     }
 }
@@ -1028,7 +1050,21 @@ impl UpstreamConfig {
                 "must be more than 0",
             ));
         }
+        if let Some(login) = &self.login {
+            if login.plugin.trim().is_empty() {
+                return Err(invalid("upstream.login.plugin", "must not be empty"));
+            }
+            if self.security_protocol == SecurityProtocol::Plaintext {
+                return Err(invalid(
+                    "upstream.login.plugin",
+                    "only used with a SASL security_protocol; remove it or set the protocol",
+                ));
+            }
+        }
         match self.security_protocol {
+            // A login plugin other than the built-in password login brings its own settings.
+            SecurityProtocol::SaslPlaintext
+                if self.login.as_ref().is_some_and(|l| !l.is_password_login()) => {}
             SecurityProtocol::SaslPlaintext => {
                 let Some(mechanism) = &self.sasl_mechanism else {
                     return Err(invalid(

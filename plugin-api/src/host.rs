@@ -81,7 +81,16 @@ impl Host {
     /// A host that offers nothing: logs go nowhere, no credential or token exists, the clock
     /// reads 0. For unit tests of a plugin.
     pub fn detached() -> Self {
-        Self::new(Arc::new(Detached))
+        Self::with_views(Arc::new(NoCredentials), Arc::new(NoTokens))
+    }
+
+    /// A host that offers these credential and token views and nothing else (logs go nowhere,
+    /// the clock reads 0). For unit tests of a plugin, and tools.
+    pub fn with_views(credentials: Arc<dyn CredentialView>, tokens: Arc<dyn TokenView>) -> Self {
+        Self::new(Arc::new(Detached {
+            credentials,
+            tokens,
+        }))
     }
 
     /// Logs a message at `level` (formatted only if the host would log it).
@@ -141,8 +150,11 @@ impl Host {
     }
 }
 
-/// The services of [`Host::detached`].
-struct Detached;
+/// The services of [`Host::detached`] and [`Host::with_views`].
+struct Detached {
+    credentials: Arc<dyn CredentialView>,
+    tokens: Arc<dyn TokenView>,
+}
 
 impl HostServices for Detached {
     fn log(&self, _level: Level, _message: &str) {}
@@ -153,10 +165,10 @@ impl HostServices for Detached {
         0
     }
     fn credentials(&self) -> Arc<dyn CredentialView> {
-        Arc::new(NoCredentials)
+        Arc::clone(&self.credentials)
     }
     fn tokens(&self) -> Arc<dyn TokenView> {
-        Arc::new(NoTokens)
+        Arc::clone(&self.tokens)
     }
     fn publish_metric(&self, _kind: MetricKind, _name: &str, _value: f64) {}
 }

@@ -35,6 +35,7 @@ pub mod principal;
 pub mod sasl;
 pub mod secret;
 
+pub use abi::PluginKind;
 pub use host::{Host, HostServices, Level, MetricKind};
 pub use plugin::{parse_config, ConfigError, NoConfig, Plugin, PluginError};
 

@@ -116,8 +116,26 @@ impl ConfigError {
 /// # Errors
 /// [`ConfigError`] with serde's message and the position in `text`.
 pub fn parse_config<C: DeserializeOwned>(text: &str) -> Result<C, ConfigError> {
-    toml::from_str::<C>(text)
-        .map_err(|error| ConfigError::new(error.message().trim().replace('\n', "; "), error.span()))
+    toml::from_str::<C>(text).map_err(|error| {
+        let message = redact_strings(error.message().trim()).replace('\n', "; ");
+        ConfigError::new(message, error.span())
+    })
+}
+
+/// serde quotes the value it refused (`invalid type: string "…", expected a map`); a plugin's
+/// table may hold secrets (tokens, passwords) and the host prints these messages, so quoted
+/// strings are cut out. Field names (in backticks) and the expected type stay.
+fn redact_strings(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    // Even-numbered pieces are outside quotes, odd-numbered ones inside.
+    for (i, piece) in message.split('"').enumerate() {
+        if i % 2 == 0 {
+            out.push_str(piece);
+        } else {
+            out.push_str("(not shown)");
+        }
+    }
+    out
 }
 
 /// Builds `T` from the TOML text of its table: [`parse_config`], then [`Plugin::new`].
@@ -153,6 +171,7 @@ mod tests {
         let text = "port = \"eighty\"\n";
         let error = parse_config::<Sample>(text).unwrap_err();
         assert!(error.message.contains("invalid type"), "{error}");
+        assert!(!error.message.contains("eighty"), "values are not quoted: {error}");
         assert_eq!(&text[error.span.unwrap()], "\"eighty\"");
 
         let error = parse_config::<Sample>("").unwrap_err();

@@ -191,6 +191,14 @@ impl PrincipalBuilder for DefaultPrincipalBuilder {
     }
 }
 
+impl crate::Plugin for DefaultPrincipalBuilder {
+    const NAME: &'static str = "default";
+    type Config = crate::NoConfig;
+    fn new(_config: crate::NoConfig, _host: &crate::Host) -> Result<Self, crate::PluginError> {
+        Ok(DefaultPrincipalBuilder)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

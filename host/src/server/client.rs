@@ -71,12 +71,16 @@ pub(super) async fn serve<S>(
     stream: S,
     peer: SocketAddr,
     target: Target,
-    tls: bool,
+    tls: Option<portcullis::principal::TlsPeer>,
 ) where
     S: AsyncRead + AsyncWrite + Send,
 {
     let (read, write) = tokio::io::split(stream);
-    let connection = Connection::new(shared.connection_config.clone(), peer.ip(), tls);
+    let mut connection =
+        Connection::new(shared.connection_config.clone(), peer.ip(), tls.is_some());
+    if let Some(tls_peer) = tls {
+        connection = connection.with_tls_peer(Arc::new(tls_peer));
+    }
     let mut driver = Driver {
         shared,
         target,

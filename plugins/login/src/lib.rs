@@ -14,7 +14,10 @@ use portcullis::credentials::ScramMechanism;
 use portcullis::login::{
     ClientExchange, ExpiringCredential, LoginError, LoginModule, SaslClientExchange,
 };
+use portcullis::plugin_api::{parse_config, NoConfig};
+use portcullis::registry::{check_config, LoginModuleFactory, LoginSettings};
 use portcullis::secret::Secret;
+use portcullis::{Host, PluginError};
 use portcullis_plugin_scram::{SaltedPasswordCache, ScramClient};
 
 mod plain;
@@ -123,5 +126,37 @@ impl LoginModule for ResolvedLogin {
     }
     fn refresh(&self) -> Result<ExpiringCredential, LoginError> {
         self.module.refresh()
+    }
+}
+
+/// The name of the built-in login module: `[upstream]`'s `sasl_mechanism`, `username` and
+/// `password` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), used when `[upstream.login]` names none.
+pub const PASSWORD_LOGIN: &str = "password";
+
+fn build_password_login(
+    config: &str,
+    _host: &Host,
+    settings: &LoginSettings,
+) -> Result<Arc<dyn LoginModule>, PluginError> {
+    parse_config::<NoConfig>(config)?;
+    let (Some(mechanism), Some(username), Some(password)) = (
+        settings.mechanism.as_deref(),
+        settings.username.as_deref(),
+        settings.password.as_ref(),
+    ) else {
+        return Err(PluginError::invalid_value(
+            "upstream",
+            "the password login needs upstream.sasl_mechanism, username and password",
+        ));
+    };
+    login_module(mechanism, username, password.clone())
+        .map_err(|e| PluginError::invalid_value("upstream.sasl_mechanism", e.to_string()))
+}
+
+inventory::submit! {
+    LoginModuleFactory {
+        name: PASSWORD_LOGIN,
+        build: build_password_login,
+        check_config: check_config::<NoConfig>,
     }
 }
