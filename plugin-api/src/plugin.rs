@@ -171,7 +171,10 @@ mod tests {
         let text = "port = \"eighty\"\n";
         let error = parse_config::<Sample>(text).unwrap_err();
         assert!(error.message.contains("invalid type"), "{error}");
-        assert!(!error.message.contains("eighty"), "values are not quoted: {error}");
+        assert!(
+            !error.message.contains("eighty"),
+            "values are not quoted: {error}"
+        );
         assert_eq!(&text[error.span.unwrap()], "\"eighty\"");
 
         let error = parse_config::<Sample>("").unwrap_err();
