@@ -231,6 +231,7 @@ impl AbiBytes {
     };
 
     /// Borrows `bytes` (the caller keeps them alive as long as the other side may read them).
+    #[inline]
     pub fn from_slice(bytes: &[u8]) -> Self {
         Self {
             ptr: bytes.as_ptr(),
@@ -239,6 +240,7 @@ impl AbiBytes {
     }
 
     /// Borrows a string's bytes.
+    #[inline]
     pub fn from_text(text: &str) -> Self {
         Self::from_slice(text.as_bytes())
     }
@@ -250,6 +252,7 @@ impl AbiBytes {
     ///
     /// Unless `ptr` is null or `len` is 0, `ptr` must be valid for reads of `len` bytes for `'a`,
     /// and nothing may write to them during `'a`.
+    #[inline]
     pub unsafe fn as_slice<'a>(self) -> Option<&'a [u8]> {
         if self.len == 0 {
             return Some(&[]);
@@ -595,6 +598,19 @@ pub struct AbiAction {
     pub reserved: u32,
     /// The resource name (UTF-8).
     pub name: AbiBytes,
+}
+
+impl AbiAction {
+    /// An action that names nothing (an unused slot).
+    pub const EMPTY: AbiAction = AbiAction {
+        operation: 0,
+        resource_type: 0,
+        pattern_type: 0,
+        reference_count: 0,
+        flags: 0,
+        reserved: 0,
+        name: AbiBytes::EMPTY,
+    };
 }
 
 /// Denied (also what a zeroed answer means: an answer the plugin did not write fails closed).

@@ -8,6 +8,8 @@
 //!   [`MetadataStore`](portcullis::store::MetadataStore): ACLs are replayed at start, and each
 //!   change is durable before it is visible.
 //! - Registered with the host as `acl` ([`portcullis::registry::AuthorizerFactory`]).
+//! - [`over_abi`]: the same authorizer as a plugin of the C ABI, for the tests and the benchmark
+//!   that compare it across the ABI with the linked one.
 //! - [`corpus`]: the ACL corpus format shared with the JMH harness that benchmarks Kafka's own
 //!   StandardAuthorizer (see `docs/benchmarks.md`, section "Authorizer").
 //!
@@ -28,6 +30,7 @@ mod authorizer;
 pub mod corpus;
 mod host;
 mod index;
+pub mod over_abi;
 
 pub use authorizer::{AclAuthorizer, AclAuthorizerConfig, AclAuthorizerError, AUDIT_TARGET};
 pub use host::java_host_address;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use portcullis_plugin_api::abi::codec;
 use portcullis_plugin_api::abi::sink::Parts;
-use smallvec::SmallVec;
 
 use super::super::tables::AuthorizerFunctions;
 use super::super::{
@@ -94,6 +93,38 @@ impl DynamicAuthorizer {
         Authorization::new(decision, rule)
     }
 
+    /// One call of the plugin's `authorize` with the actions and answer slots in C layout.
+    fn cross(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[AbiAction],
+        answers: &mut [AbiAuthorization],
+        decided: &mut dyn FnMut(usize, Authorization),
+    ) {
+        let abi_context = request_context(context);
+        // SAFETY: a validated function and our instance; the context, the action array and the
+        // answer array (both the same length) are ours and outlive the call.
+        let status = unsafe {
+            (self.functions.authorize)(
+                self.instance.as_ptr(),
+                &abi_context,
+                actions.as_ptr(),
+                actions.len(),
+                answers.as_mut_ptr(),
+            )
+        };
+        if status != STATUS_OK {
+            self.failed(status);
+            for i in 0..actions.len() {
+                decided(i, Authorization::denied(DecidingRule::Failed));
+            }
+            return;
+        }
+        for (i, answer) in answers.iter().enumerate() {
+            decided(i, self.authorization(answer));
+        }
+    }
+
     fn failed(&self, status: u32) {
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::warn!(
@@ -122,31 +153,32 @@ impl Authorizer for DynamicAuthorizer {
         actions: &[Action<'_>],
         decided: &mut dyn FnMut(usize, Authorization),
     ) {
-        let abi_context = request_context(context);
-        let abi_actions: SmallVec<[AbiAction; 8]> = actions.iter().map(abi_action).collect();
-        // Pre-filled with denials: an answer the plugin does not write fails closed.
-        let mut answers: SmallVec<[AbiAuthorization; 8]> =
-            SmallVec::from_elem(AbiAuthorization::default(), actions.len());
-        // SAFETY: a validated function and our instance; the context, the action array and the
-        // answer array (both `actions.len()` long) are ours and outlive the call.
-        let status = unsafe {
-            (self.functions.authorize)(
-                self.instance.as_ptr(),
-                &abi_context,
-                abi_actions.as_ptr(),
-                abi_actions.len(),
-                answers.as_mut_ptr(),
-            )
-        };
-        if status != STATUS_OK {
-            self.failed(status);
-            for i in 0..actions.len() {
-                decided(i, Authorization::denied(DecidingRule::Failed));
+        // Up to `INLINE` actions (nearly every request) cross in arrays on the stack, filled in
+        // place: no allocation, no copy of a collected buffer.
+        const INLINE: usize = 8;
+        let slots = actions.len();
+        if let [only] = actions {
+            // One action (a produce to one topic): no array to initialize at all.
+            let action = abi_action(only);
+            let mut answer = [AbiAuthorization::default()];
+            self.cross(context, std::slice::from_ref(&action), &mut answer, decided);
+        } else if slots <= INLINE {
+            let mut abi_actions = [AbiAction::EMPTY; INLINE];
+            for (slot, action) in abi_actions.iter_mut().zip(actions) {
+                *slot = abi_action(action);
             }
-            return;
-        }
-        for (i, answer) in answers.iter().enumerate() {
-            decided(i, self.authorization(answer));
+            // Pre-filled with denials: an answer the plugin does not write fails closed.
+            let mut answers = [AbiAuthorization::default(); INLINE];
+            let (abi_actions, answers) = match (abi_actions.get(..slots), answers.get_mut(..slots))
+            {
+                (Some(a), Some(b)) => (a, b),
+                _ => return,
+            };
+            self.cross(context, abi_actions, answers, decided);
+        } else {
+            let abi_actions: Vec<AbiAction> = actions.iter().map(abi_action).collect();
+            let mut answers = vec![AbiAuthorization::default(); actions.len()];
+            self.cross(context, &abi_actions, &mut answers, decided);
         }
     }
 

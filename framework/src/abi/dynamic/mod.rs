@@ -159,6 +159,7 @@ pub(crate) unsafe fn owned_name(
 }
 
 /// A request context in C layout, borrowing `context`.
+#[inline]
 pub(crate) fn request_context(context: &RequestContext<'_>) -> AbiRequestContext {
     AbiRequestContext {
         principal_type: AbiBytes::from_text(&context.principal.kind),
@@ -178,6 +179,7 @@ pub(crate) fn request_context(context: &RequestContext<'_>) -> AbiRequestContext
 }
 
 /// An action in C layout, borrowing `action`.
+#[inline]
 pub(crate) fn abi_action(action: &Action<'_>) -> AbiAction {
     let mut flags = 0;
     if action.log_if_allowed {

@@ -52,6 +52,7 @@ unsafe extern "C" fn create<T: Plugin + Authorizer>(
 }
 
 /// The C form of an answer.
+#[inline]
 fn answer(authorization: &Authorization) -> AbiAuthorization {
     let decision = if authorization.is_allowed() {
         DECISION_ALLOWED
