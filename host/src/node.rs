@@ -117,7 +117,7 @@ pub enum NodeError {
     #[error("no metadata store named `{0}` is built into this binary")]
     UnknownStore(String),
     /// A plugin refused its configuration or failed to start.
-    #[error("{0}")]
+    #[error(transparent)]
     PluginConfig(#[from] PluginConfigError),
     /// The configuration names a plugin of a kind that nothing provides.
     #[error(

@@ -77,6 +77,10 @@ fn default_queue_capacity() -> usize {
     4_096
 }
 
+/// The largest `queue_capacity`: the queue is allocated up front, and a subscriber that needs
+/// more than a million events of slack is better served by a faster `on_event`.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+
 impl EventsConfig {
     pub(crate) fn validate(&self) -> Result<(), crate::config::ConfigError> {
         for (i, subscriber) in self.subscribers.iter().enumerate() {
@@ -86,10 +90,10 @@ impl EventsConfig {
                     message: "must not be empty".to_owned(),
                 });
             }
-            if subscriber.queue_capacity == 0 {
+            if !(1..=MAX_QUEUE_CAPACITY).contains(&subscriber.queue_capacity) {
                 return Err(crate::config::ConfigError::Invalid {
                     key: format!("events.subscribers[{i}].queue_capacity"),
-                    message: "must be at least 1".to_owned(),
+                    message: format!("must be from 1 to {MAX_QUEUE_CAPACITY}"),
                 });
             }
         }
@@ -436,6 +440,26 @@ mod tests {
         let error = located(PluginError::startup("no such file"));
         assert_eq!(error.key, None);
         assert_eq!(error.to_string(), "plugin demo: no such file");
+    }
+
+    #[test]
+    fn a_subscriber_queue_is_bounded_both_ways() {
+        let events = |capacity: usize| EventsConfig {
+            subscribers: vec![SubscriberConfig {
+                plugin: "audit".into(),
+                queue_capacity: capacity,
+            }],
+        };
+        for bad in [0, MAX_QUEUE_CAPACITY + 1] {
+            let error = events(bad).validate().unwrap_err().to_string();
+            assert!(
+                error.contains("events.subscribers[0].queue_capacity"),
+                "{error}"
+            );
+        }
+        for good in [1, 4_096, MAX_QUEUE_CAPACITY] {
+            events(good).validate().unwrap();
+        }
     }
 
     #[test]

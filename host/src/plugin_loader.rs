@@ -97,7 +97,7 @@ pub enum RefusalReason {
     #[error("not a Portcullis plugin (no {DECLARATION_SYMBOL} symbol)")]
     NotAPlugin,
     /// The declaration failed validation.
-    #[error("{0}")]
+    #[error(transparent)]
     Abi(#[from] AbiError),
     /// Another file already provides a plugin with this name (names are configuration tables,
     /// so they are unique across kinds).

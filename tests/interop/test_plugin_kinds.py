@@ -436,6 +436,7 @@ def test_a_typo_in_a_plugin_table_refuses_the_start_naming_the_plugin_the_key_an
     line = next(i for i, text in enumerate(config, 1) if text.startswith("seperator"))
     assert f"line {line}, column 1 (`plugins.config.prefix-authorizer.seperator`): " \
            "plugin prefix-authorizer: unknown field `seperator`" in r.stderr, r.stderr
+    assert r.stderr.count("unknown field") == 1, r.stderr  # said once, not once per error layer
 
     r = check_config(launcher, "wrong-type", ["file-password"],
                      '[plugins.config.file-password]\nusername = "u"\npassword_file = "/nonexistent"\n'

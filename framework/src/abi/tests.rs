@@ -815,6 +815,44 @@ fn a_shorter_services_table_degrades_to_no_ops() {
     assert!(matches!(exchange.step(b"cred"), StepOutcome::Continue(b) if b == b"4096"));
 }
 
+/// A host whose table is newer (longer) than the one the plugin was built against, as a plugin
+/// built against an older API sees it: the plugin loads without a warning, copies the prefix it
+/// knows and ignores the rest.
+#[test]
+fn a_plugin_built_against_an_older_services_table_loads_and_uses_it() {
+    #[repr(C)]
+    struct NewerTable {
+        known: AbiHostServices,
+        /// Services appended by a later version; garbage to this plugin, so never read.
+        appended: [u64; 4],
+    }
+    let recorder = recorder();
+    let full = export_services(Arc::clone(&recorder) as Arc<dyn HostServices>);
+    let mut known = *full;
+    known.version = SERVICES_VERSION + 1;
+    known.size = std::mem::size_of::<NewerTable>() as u32;
+    let newer: &'static NewerTable = Box::leak(Box::new(NewerTable {
+        known,
+        appended: [u64::MAX; 4],
+    }));
+    let mut declaration = declaration_of(exports());
+    declaration.services_version = SERVICES_VERSION.saturating_sub(1);
+    let library = validate(&declaration).unwrap();
+    assert!(library.warnings().is_empty(), "{:?}", library.warnings());
+    let PluginInstance::SaslMechanism(mechanism) = library.exports()[0]
+        .create("greeting = \"older\"", &newer.known)
+        .unwrap()
+    else {
+        panic!("not a mechanism")
+    };
+    assert_eq!(
+        *recorder.logs.lock().unwrap(),
+        [(Level::Info, "greeting older".to_owned())]
+    );
+    let mut exchange = mechanism.start(&context());
+    assert!(matches!(exchange.step(b"cred"), StepOutcome::Continue(b) if b == b"4096"));
+}
+
 fn mechanism_with(services: &'static AbiHostServices) -> Arc<dyn SaslMechanism> {
     let library = validate(&declaration_of(exports())).unwrap();
     match library.exports()[0]
