@@ -8,6 +8,9 @@ use portcullis::principal::certificate_subject;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(subject) = certificate_subject(data) {
-        assert!(!subject.ends_with(',') || subject.ends_with("\\,"), "{subject}");
+        assert!(
+            !subject.ends_with(',') || subject.ends_with("\\,"),
+            "{subject}"
+        );
     }
 });
