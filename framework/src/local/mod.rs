@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use bytes::Bytes;
 
-use crate::connection::Session;
+use crate::connection::{RequestError, Session};
 use crate::protocol::header::RequestHeader;
 use crate::store::{AppendBatch, MetadataStore, Offset, StoreError};
 
@@ -46,9 +46,23 @@ pub enum Effect {
     Respond(Bytes),
     /// Make these records durable, then answer with what the continuation decides.
     Persist(Persist),
-    /// The request cannot be parsed: close the connection (Kafka's behaviour for an unparseable
-    /// request).
-    Close(String),
+    /// The request cannot be parsed (or its answer encoded): close the connection (Kafka's
+    /// behaviour for an unparseable request).
+    Close(RequestError),
+}
+
+/// Answers with `body` encoded as the response to this request, or closes if it cannot be
+/// encoded (a value out of range for the wire type).
+pub(crate) fn encode<T: kafka_protocol::protocol::Encodable>(
+    key: kafka_protocol::messages::ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Effect {
+    match crate::protocol::codec::encode_response(key, api_version, correlation_id, body) {
+        Ok(bytes) => Effect::Respond(bytes),
+        Err(e) => Effect::Close(e.into()),
+    }
 }
 
 /// The historical name of [`Effect`].

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
+use super::{encode, Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
 use crate::acl::{
     AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
     PatternType, PermissionType, ResourcePattern, ResourcePatternFilter, ResourceType,
@@ -21,7 +21,6 @@ use crate::acl::{
 use crate::authorizer::{AclAdminError, Authorizer};
 use crate::errors::ErrorCode;
 use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
-use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
 use crate::store::AppendBatch;
 
@@ -320,7 +319,7 @@ impl LocalHandler for AclApis {
         };
         match result {
             Ok(effect) => effect,
-            Err(e) => Effect::Close(e.to_string()),
+            Err(e) => Effect::Close(e.into()),
         }
     }
 }
@@ -456,18 +455,6 @@ fn error_code(e: &AclAdminError) -> ErrorCode {
     match e {
         AclAdminError::Invalid(_) => ErrorCode::INVALID_REQUEST,
         _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-    }
-}
-
-fn encode<T: kafka_protocol::protocol::Encodable>(
-    key: ApiKey,
-    api_version: i16,
-    correlation_id: i32,
-    body: &T,
-) -> Effect {
-    match encode_response(key, api_version, correlation_id, body) {
-        Ok(bytes) => Effect::Respond(bytes),
-        Err(e) => Effect::Close(e.to_string()),
     }
 }
 

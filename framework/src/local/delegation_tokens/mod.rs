@@ -32,7 +32,6 @@ use crate::protocol::api::{
     CREATE_DELEGATION_TOKEN, DESCRIBE_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN,
     RENEW_DELEGATION_TOKEN,
 };
-use crate::protocol::codec::encode_response;
 use crate::tokens::{CreateRequest, TokenInfo, TokenManager};
 
 /// Kafka's `DelegationTokenManager.ErrorTimestamp`: the timestamps of the broker's refusals.
@@ -102,17 +101,17 @@ impl LocalHandler for DelegationTokenApis {
         match self.api_key {
             CREATE_DELEGATION_TOKEN => match decode::create(request.body, version) {
                 Ok(body) => self.create(request, body),
-                Err(e) => Effect::Close(e.to_string()),
+                Err(e) => Effect::Close(e.into()),
             },
             RENEW_DELEGATION_TOKEN | EXPIRE_DELEGATION_TOKEN => {
                 match decode::hmac_and_period(request.body, version) {
                     Ok(body) => self.renew_or_expire(request, body),
-                    Err(e) => Effect::Close(e.to_string()),
+                    Err(e) => Effect::Close(e.into()),
                 }
             }
             _ => match decode::describe(request.body, version) {
                 Ok(owners) => self.describe(request, owners),
-                Err(e) => Effect::Close(e.to_string()),
+                Err(e) => Effect::Close(e.into()),
             },
         }
     }
@@ -144,10 +143,7 @@ impl Reply {
     }
 
     fn send<T: kafka_protocol::protocol::Encodable>(self, body: &T) -> Effect {
-        match encode_response(self.key, self.version, self.correlation_id, body) {
-            Ok(bytes) => Effect::Respond(bytes),
-            Err(e) => Effect::Close(e.to_string()),
-        }
+        super::encode(self.key, self.version, self.correlation_id, body)
     }
 }
 
