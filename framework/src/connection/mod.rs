@@ -11,6 +11,7 @@
 //! ```
 
 mod authenticated;
+mod close;
 mod pre_auth;
 mod reauth;
 mod responses;
@@ -21,6 +22,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+
+pub use close::{CloseReason, Disposition, IllegalState, LogLevel, RequestError};
 
 use crate::authorization::ResponsePlan;
 use crate::authorizer::Authorizer;
@@ -267,28 +270,6 @@ pub struct Forwarded {
     pub plan: ResponsePlan,
 }
 
-/// Why a connection is closed without a response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CloseReason {
-    /// A frame that is not a valid Kafka request.
-    InvalidRequest(String),
-    /// A request Kafka does not allow in the current state (logged, not answered).
-    IllegalState(String),
-    /// An API key or version this connection does not serve.
-    Unsupported(String),
-    /// The session's lifetime ended and it sent a request other than SaslHandshake (KIP-368).
-    SessionExpired,
-    /// The session's credential was removed or changed.
-    CredentialRevoked,
-    /// A frame above the size limit.
-    FrameTooLarge {
-        /// The announced size.
-        size: usize,
-        /// The limit.
-        limit: usize,
-    },
-}
-
 /// One client connection's security state.
 pub struct Connection {
     config: Arc<ConnectionConfig>,
@@ -446,9 +427,7 @@ impl Connection {
             State::Reauthenticating(reauth) => reauth::on_frame(self, reauth, frame, now_ms),
             State::Failed => (
                 State::Failed,
-                vec![Action::Close(CloseReason::IllegalState(
-                    "connection is closing".into(),
-                ))],
+                vec![Action::Close(IllegalState::Closing.into())],
             ),
         };
         self.state = next;

@@ -7,6 +7,8 @@
 
 use bytes::Bytes;
 
+use crate::protocol::header::RequestHeader;
+
 use super::pre_auth::{self, Handshake};
 use super::{Action, Authenticating, Connection, Session, State};
 
@@ -57,8 +59,14 @@ pub(super) fn may_start(session: &Session, now_ms: i64) -> bool {
 }
 
 /// Starts a re-authentication with the handshake in `frame`.
-pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: i64) -> Transition {
-    let handshake: Handshake = match pre_auth::decode_handshake(frame) {
+pub(super) fn start(
+    conn: &Connection,
+    session: Session,
+    header: &RequestHeader,
+    frame: &Bytes,
+    now_ms: i64,
+) -> Transition {
+    let handshake: Handshake = match pre_auth::decode_handshake(header, frame) {
         Ok(h) => h,
         Err(reason) => {
             return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))

@@ -575,7 +575,7 @@ fn unadvertised_apis_and_rejected_ones_close() {
     let frame = Bytes::from_static(&[0, 30, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
     assert!(matches!(
         c.handle_frame(frame, 0).as_slice(),
-        [Action::Close(CloseReason::Unsupported(_))]
+        [Action::Close(CloseReason::Unsupported { .. })]
     ));
 }
 

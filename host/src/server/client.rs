@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use portcullis::connection::{Action, CloseReason, Connection};
+use portcullis::connection::{Action, CloseReason, Connection, LogLevel};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
@@ -587,7 +587,12 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         let (peer, target) = (self.peer, self.target);
         match end {
             End::Closed(reason) => {
-                tracing::debug!(%peer, ?target, ?reason, "connection closed by the security layer")
+                let message = "connection closed by the security layer";
+                match reason.disposition().log {
+                    LogLevel::Warn => tracing::warn!(%peer, ?target, %reason, "{message}"),
+                    LogLevel::Info => tracing::info!(%peer, ?target, %reason, "{message}"),
+                    _ => tracing::debug!(%peer, ?target, %reason, "{message}"),
+                }
             }
             End::Failed(
                 e @ (DriverError::Upstream { .. }

@@ -2,6 +2,7 @@
 //! request path, group-committed), and the continuation decides what the client gets.
 
 use bytes::Bytes;
+use portcullis::connection::RequestError;
 use portcullis::local::{Effect, Persist, PersistError};
 
 use crate::store_writer::StoreWriter;
@@ -17,7 +18,7 @@ pub(super) enum Finished {
     /// This response, in the request's place.
     Respond(Bytes),
     /// Close the connection (the reason is logged).
-    Close(String),
+    Close(RequestError),
 }
 
 /// Runs `persist` (and any persist its continuation asks for) to an answer.
@@ -38,9 +39,7 @@ pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finis
             }
         }
     }
-    Finished::Close(format!(
-        "a local write conflicted with concurrent writes {MAX_ROUNDS} times in a row"
-    ))
+    Finished::Close(RequestError::PersistContended { rounds: MAX_ROUNDS })
 }
 
 fn now_ms() -> i64 {
