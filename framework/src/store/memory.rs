@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::{
-    AppendBatch, Condition, MetadataRecord, MetadataStore, Offset, RecordKey, StoreError,
-    StoredRecord, Subscriber, SubscriptionId,
+    AppendBatch, MetadataRecord, MetadataStore, Offset, RecordKey, StoreError, StoredRecord,
+    Subscriber, SubscriptionId,
 };
 
 /// A metadata store that keeps everything in memory (see the module documentation).
@@ -66,8 +66,8 @@ impl MetadataStore for MemoryStore {
         let mut guard = self.lock();
         let inner = &mut *guard;
         for condition in &batch.conditions {
-            let Condition::Latest { key, offset } = condition;
-            if inner.live.get(key).copied() != *offset {
+            let key = condition.key();
+            if !condition.holds(inner.live.get(key).copied()) {
                 return Err(StoreError::Conflict { key: key.clone() });
             }
         }
