@@ -381,6 +381,10 @@ pub enum StoreError {
     /// The store cannot do what was asked.
     #[error("the metadata store does not support {0}")]
     Unsupported(String),
+    /// The store cannot be reached (a shared store's cluster is down or refuses the node); what
+    /// is wrong, for logs.
+    #[error("the metadata store is unavailable: {0}")]
+    Unavailable(String),
     /// The store is shared by a cluster and this node is not (or no longer) its writer; nothing
     /// was written.
     #[error("this node is not the metadata writer of its cluster: {0}")]
