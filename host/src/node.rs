@@ -28,6 +28,9 @@ use portcullis::sasl::SaslMechanism;
 use portcullis::store::MetadataStore;
 use portcullis::store::StoreError;
 use portcullis::tokens::{TokenConfig, TokenManager};
+use portcullis_plugin_kafka_store::{
+    KafkaConnection, KafkaMetadataStore, KafkaStoreSettings, SaslSettings, TlsSettings,
+};
 use portcullis_plugin_stores::FileMetadataStore;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
@@ -37,7 +40,7 @@ use portcullis_plugin_forwarding as _;
 use portcullis_plugin_plain as _;
 use portcullis_plugin_scram as _;
 
-use crate::config::{Config, PluginsConfig, SecurityProtocol};
+use crate::config::{Config, PluginsConfig, SecurityProtocol, StoreKind};
 use crate::plugin_loader::{config_to_text, load_plugin_dir, PluginLoadReport};
 use crate::store_writer::StoreWriter;
 
@@ -45,8 +48,11 @@ use crate::store_writer::StoreWriter;
 pub struct Node {
     /// The validated configuration.
     pub config: Config,
-    /// The embedded metadata store (holds the data directory's lock).
-    pub store: Arc<FileMetadataStore>,
+    /// The metadata store: the embedded file log (holds the data directory's lock) or the
+    /// cluster's shared topic.
+    pub store: NodeStore,
+    /// The node's part in its cluster, when its store is shared.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Appends to the store off the request path, group-committed.
     pub writer: StoreWriter,
     /// The delegation-token manager, when tokens are enabled.
@@ -92,6 +98,135 @@ impl fmt::Debug for Node {
             )
             .finish_non_exhaustive()
     }
+}
+
+/// Where the node's metadata log is (`[store] kind`).
+#[derive(Debug, Clone)]
+pub enum NodeStore {
+    /// The node's own file log.
+    File(Arc<FileMetadataStore>),
+    /// A compacted topic of the upstream cluster, shared with the other nodes of the cluster.
+    Kafka(Arc<KafkaMetadataStore>),
+}
+
+impl NodeStore {
+    /// The store behind the `MetadataStore` trait.
+    pub fn shared(&self) -> Arc<dyn MetadataStore> {
+        match self {
+            NodeStore::File(store) => Arc::clone(store) as Arc<dyn MetadataStore>,
+            NodeStore::Kafka(store) => Arc::clone(store) as Arc<dyn MetadataStore>,
+        }
+    }
+
+    fn release_startup_cache(&self) {
+        match self {
+            NodeStore::File(store) => store.release_startup_cache(),
+            NodeStore::Kafka(store) => store.release_startup_cache(),
+        }
+    }
+
+    fn start_writer(&self) -> Result<StoreWriter, NodeError> {
+        let started = match self {
+            NodeStore::File(store) => StoreWriter::start(Arc::clone(store)),
+            NodeStore::Kafka(store) => {
+                StoreWriter::start_shared(Arc::clone(store) as Arc<dyn MetadataStore>)
+            }
+        };
+        started.map_err(|e| {
+            NodeError::Store(StoreError::Unavailable(format!(
+                "cannot start the store writer: {e}"
+            )))
+        })
+    }
+
+    /// Stops following a shared log and leaves the election at once (a successor need not wait
+    /// for the session timeout); nothing to do for the file store.
+    pub fn shutdown(&self) {
+        if let NodeStore::Kafka(store) = self {
+            store.shutdown();
+        }
+    }
+}
+
+/// Opens the configured store: the file log in `node.data_dir`, or the cluster's topic (replayed
+/// before this returns).
+///
+/// # Errors
+/// The store cannot be opened.
+pub fn open_store(config: &Config) -> Result<NodeStore, NodeError> {
+    match config.store.kind {
+        StoreKind::File => Ok(NodeStore::File(Arc::new(
+            FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?,
+        ))),
+        StoreKind::Kafka => Ok(NodeStore::Kafka(Arc::new(
+            KafkaMetadataStore::open(kafka_store_settings(config, true)?)
+                .map_err(NodeError::Store)?,
+        ))),
+    }
+}
+
+/// The kafka store's settings from `[store]`, `[cluster]` and `[upstream]`.
+///
+/// # Errors
+/// [`NodeError::Store`] when `[store]` is not a kafka store with a cluster id.
+pub fn kafka_store_settings(config: &Config, elect: bool) -> Result<KafkaStoreSettings, NodeError> {
+    let cluster_id = config
+        .store
+        .cluster_id
+        .clone()
+        .filter(|_| config.store.kind == StoreKind::Kafka)
+        .ok_or_else(|| {
+            NodeError::Store(StoreError::Unsupported(
+                "this needs [store] kind = \"kafka\" with a cluster_id".to_owned(),
+            ))
+        })?;
+    let upstream = &config.upstream;
+    let sasl = match (
+        &upstream.sasl_mechanism,
+        &upstream.username,
+        &upstream.password,
+    ) {
+        (Some(mechanism), Some(username), Some(password))
+            if upstream.security_protocol.uses_sasl() =>
+        {
+            Some(SaslSettings {
+                mechanism: mechanism.clone(),
+                username: username.clone(),
+                password: password.expose().to_owned(),
+            })
+        }
+        _ => None,
+    };
+    let tls = upstream.security_protocol.uses_tls().then(|| {
+        let t = upstream.tls.clone().unwrap_or_default();
+        TlsSettings {
+            ca_file: t.ca_file,
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            verify_server_name: t.verify_server_name,
+        }
+    });
+    let connection = KafkaConnection {
+        bootstrap_servers: upstream.bootstrap_servers.clone(),
+        security_protocol: upstream.security_protocol.name().to_owned(),
+        sasl,
+        tls,
+    };
+    let advertised = config
+        .cluster
+        .as_ref()
+        .map(|c| c.advertised().to_owned())
+        .unwrap_or_default();
+    let mut settings = KafkaStoreSettings::new(
+        connection,
+        config.store.topic.clone(),
+        cluster_id,
+        config.node.id,
+        advertised,
+    );
+    settings.session_timeout = std::time::Duration::from_millis(config.store.session_timeout_ms);
+    settings.elect = elect;
+    Ok(settings)
 }
 
 /// Why a node could not be assembled.
@@ -141,6 +276,9 @@ pub enum NodeError {
         /// The built-in policies.
         available: Vec<String>,
     },
+    /// `[cluster]` could not be set up.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// The upstream login module could not be built.
     #[error("upstream login: {0}")]
     UpstreamLogin(String),
@@ -189,8 +327,7 @@ impl Node {
     /// # Errors
     /// [`NodeError`]; a locked or corrupt store refuses the start.
     pub fn build(config: Config) -> Result<Node, NodeError> {
-        let store =
-            Arc::new(FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?);
+        let store = open_store(&config)?;
         let credentials = Arc::new(InMemoryCredentials::new());
         let events = EventBus::new();
         let tokens = token_manager(&config);
@@ -198,7 +335,7 @@ impl Node {
         // every write (through the store writer, or offline before the start) reaches the views
         // the same way.
         crate::views::follow(
-            store.as_ref(),
+            store.shared().as_ref(),
             Arc::clone(&credentials),
             tokens.clone(),
             events.clone(),
@@ -227,12 +364,24 @@ impl Node {
         );
         // Every view has replayed the log: the records kept from opening it are not needed.
         store.release_startup_cache();
-        let writer = StoreWriter::start(Arc::clone(&store)).map_err(|e| {
-            NodeError::Store(portcullis::store::StoreError::Io {
-                path: store.path().display().to_string(),
-                source: e,
-            })
-        })?;
+        let writer = store.start_writer()?;
+        let cluster = match (&store, &config.cluster) {
+            (NodeStore::Kafka(shared), Some(cluster_config)) => {
+                let cluster = crate::cluster::Cluster::new(
+                    cluster_config,
+                    config.node.id,
+                    Arc::clone(shared),
+                    writer.clone(),
+                    local_handlers.clone(),
+                    authorizer.clone(),
+                )
+                .map_err(|e| NodeError::Cluster(e.to_string()))?;
+                let cluster = Arc::new(cluster);
+                writer.attach_cluster(Arc::clone(&cluster));
+                Some(cluster)
+            }
+            _ => None,
+        };
 
         // A credential removed or changed closes the sessions that used it, at once.
         let sessions = ReauthScheduler::new();
@@ -261,6 +410,7 @@ impl Node {
         Ok(Node {
             config,
             store,
+            cluster,
             writer,
             tokens,
             credentials,
@@ -281,7 +431,7 @@ impl Node {
 /// The configured authorizer, replayed from the store, wrapped by the audit log if one is set.
 fn build_authorizer(
     config: &Config,
-    store: &Arc<FileMetadataStore>,
+    store: &NodeStore,
     events: &EventBus,
 ) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
     let Some(settings) = &config.authorizer else {
@@ -304,7 +454,7 @@ fn build_authorizer(
             settings.allow_everyone_if_no_acl_found,
         )
         .with_events(events.clone()),
-        Arc::clone(store) as Arc<dyn MetadataStore>,
+        store.shared(),
     )
     .map_err(NodeError::Authorizer)?;
     let Some(path) = &config.audit.file else {

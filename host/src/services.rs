@@ -226,7 +226,10 @@ pub fn spawn_token_sweep(
         loop {
             for batch in batches {
                 match writer.persist(batch).await {
-                    Ok(_) | Err(portcullis::local::PersistError::Conflict) => {}
+                    // NotLeader: in a cluster, the writer sweeps (every node sees the removal).
+                    Ok(_)
+                    | Err(portcullis::local::PersistError::Conflict)
+                    | Err(portcullis::local::PersistError::NotLeader) => {}
                     Err(e) => {
                         tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
                     }

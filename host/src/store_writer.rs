@@ -14,7 +14,7 @@
 //! flowing meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use portcullis::local::{PersistError, PersistOutcome};
 use portcullis::store::{AppendBatch, MetadataStore};
@@ -35,6 +35,9 @@ struct Job {
 #[derive(Clone)]
 pub struct StoreWriter {
     jobs: mpsc::Sender<Job>,
+    /// The node's cluster, when its store is shared (`[store] kind = "kafka"`): mutations run
+    /// where the cluster's writer is (see `crate::cluster`).
+    cluster: Arc<OnceLock<Arc<crate::cluster::Cluster>>>,
 }
 
 impl std::fmt::Debug for StoreWriter {
@@ -49,12 +52,42 @@ impl StoreWriter {
     /// # Errors
     /// The thread cannot be started.
     pub fn start(store: Arc<FileMetadataStore>) -> std::io::Result<Self> {
-        let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
         let compacting = Arc::new(AtomicBool::new(false));
+        let shared: Arc<dyn MetadataStore> = store.clone();
+        Self::spawn(shared, move || maybe_compact(&store, &compacting))
+    }
+
+    /// Starts the writer thread for a store that compacts itself (a Kafka topic: the brokers
+    /// compact it).
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub fn start_shared(store: Arc<dyn MetadataStore>) -> std::io::Result<Self> {
+        Self::spawn(store, || {})
+    }
+
+    fn spawn(
+        store: Arc<dyn MetadataStore>,
+        after_group: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
         std::thread::Builder::new()
             .name("portcullis-store-writer".into())
-            .spawn(move || write_loop(&store, queue, &compacting))?;
-        Ok(Self { jobs })
+            .spawn(move || write_loop(store.as_ref(), queue, &after_group))?;
+        Ok(Self {
+            jobs,
+            cluster: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// Attaches the node's cluster (once).
+    pub fn attach_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The node's cluster, when its store is shared.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
     }
 
     /// Appends `batch` and returns once it is durable and applied to the node's views (or why
@@ -89,11 +122,7 @@ impl StoreWriter {
     }
 }
 
-fn write_loop(
-    store: &Arc<FileMetadataStore>,
-    mut queue: mpsc::Receiver<Job>,
-    compacting: &Arc<AtomicBool>,
-) {
+fn write_loop(store: &dyn MetadataStore, mut queue: mpsc::Receiver<Job>, after_group: &dyn Fn()) {
     while let Some(first) = queue.blocking_recv() {
         // Everything that queued up while the previous group was being synced goes together.
         let mut group = vec![first];
@@ -109,7 +138,7 @@ fn write_loop(
             // A writer that gave up waiting is no reason to stop.
             let _ = job.reply.send(result.map_err(PersistError::from));
         }
-        maybe_compact(store, compacting);
+        after_group();
     }
 }
 

@@ -29,7 +29,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::credentials::ScramMechanism;
 use portcullis::login::SaslClientExchange;
 use portcullis::secret::Secret;
-use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::store::MetadataRecord;
 use portcullis_host::config::Config;
 use portcullis_host::node::Node;
 use portcullis_host::server::{Server, ServerParts};
@@ -270,7 +270,7 @@ connect_timeout_ms = 10000
             mechanism: ScramMechanism::Sha512,
             credential,
         };
-        node.store.append(&[record]).unwrap();
+        node.store.shared().append(&[record]).unwrap();
         let node = Arc::new(node);
         let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
         let address = server.local_addr().unwrap();
