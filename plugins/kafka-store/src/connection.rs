@@ -3,7 +3,55 @@
 
 use std::path::PathBuf;
 
-use rdkafka::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientConfig, ClientContext};
+
+/// Where librdkafka's own log lines and client errors go: the store's own threads report what
+/// matters (the writer's changes, a log that cannot be read), and librdkafka's reconnection
+/// errors while the cluster is unreachable would flood the log at `warn`; so they go to `debug`,
+/// and only what librdkafka calls critical or fatal is shown at `warn`/`error`.
+pub(crate) fn log_client_line(level: RDKafkaLogLevel, facility: &str, line: &str) {
+    match level {
+        RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical => {
+            tracing::warn!(facility, "librdkafka: {line}")
+        }
+        _ => tracing::debug!(facility, "librdkafka: {line}"),
+    }
+}
+
+/// See [`log_client_line`]; the end of the partition is not an error for a reader.
+pub(crate) fn log_client_error(error: &KafkaError, reason: &str) {
+    match error {
+        KafkaError::PartitionEOF(_) => {}
+        e if e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::Fatal) => {
+            tracing::error!(error = %e, reason, "librdkafka: fatal error")
+        }
+        e => tracing::debug!(error = %e, reason, "librdkafka"),
+    }
+}
+
+/// The context of the store's consumers and plain producers.
+pub(crate) struct StoreContext;
+
+impl ClientContext for StoreContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, line: &str) {
+        log_client_line(level, facility, line);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        log_client_error(&error, reason);
+    }
+}
+
+impl ConsumerContext for StoreContext {}
+
+impl rdkafka::producer::ProducerContext for StoreContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, (): Self::DeliveryOpaque) {}
+}
 
 /// SASL credentials of the upstream login (`SASL_PLAINTEXT` / `SASL_SSL`).
 #[derive(Clone)]
@@ -79,9 +127,8 @@ impl KafkaConnection {
             .set("bootstrap.servers", self.bootstrap_servers.join(","))
             .set("security.protocol", &self.security_protocol)
             .set("client.id", client_id)
-            // librdkafka's own log lines go through the `log` facade, which nothing collects; the
-            // store reports what matters itself.
-            .set("log_level", "3");
+            // librdkafka's own log lines go to the contexts above (warnings and up).
+            .set("log_level", "4");
         if let Some(sasl) = &self.sasl {
             config
                 .set("sasl.mechanism", &sasl.mechanism)

@@ -26,7 +26,15 @@ struct ElectionContext {
     assigned: AtomicBool,
 }
 
-impl ClientContext for ElectionContext {}
+impl ClientContext for ElectionContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, line: &str) {
+        crate::connection::log_client_line(level, facility, line);
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        crate::connection::log_client_error(&error, reason);
+    }
+}
 
 impl ConsumerContext for ElectionContext {
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -64,7 +72,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
             let role = shared.role_view();
             match (holds, role) {
                 (true, crate::store::Role::Follower) => {
-                    if backoff_until.is_some_and(|t| Instant::now() < t) {
+                    if shared.stop.load(Ordering::Acquire)
+                        || backoff_until.is_some_and(|t| Instant::now() < t)
+                    {
                         continue;
                     }
                     if let Err(e) = shared.activate() {

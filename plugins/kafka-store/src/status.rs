@@ -13,7 +13,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 
-use crate::connection::KafkaConnection;
+use crate::connection::{KafkaConnection, StoreContext};
 use crate::store::{Role, Shared};
 use crate::topics::Topics;
 
@@ -41,7 +41,7 @@ pub struct NodeStatus {
 
 pub(crate) fn publish(shared: Arc<Shared>) {
     let settings = &shared.settings;
-    let producer: BaseProducer = match settings
+    let producer: BaseProducer<StoreContext> = match settings
         .connection
         .client_config(&format!(
             "portcullis-{}-status-{}",
@@ -49,7 +49,7 @@ pub(crate) fn publish(shared: Arc<Shared>) {
         ))
         .set("linger.ms", "0")
         .set("message.timeout.ms", "5000")
-        .create()
+        .create_with_context(StoreContext)
     {
         Ok(p) => p,
         Err(e) => {
@@ -117,12 +117,12 @@ pub fn read(
     topics: &Topics,
     timeout: Duration,
 ) -> Result<ClusterStatus, String> {
-    let consumer: BaseConsumer = connection
+    let consumer: BaseConsumer<StoreContext> = connection
         .client_config("portcullis-cluster-status")
         .set("group.id", "portcullis-cluster-status")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
-        .create()
+        .create_with_context(StoreContext)
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
     let (_, log_end) = consumer
         .fetch_watermarks(&topics.metadata, 0, timeout)

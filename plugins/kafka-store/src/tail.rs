@@ -19,6 +19,7 @@ use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 use portcullis::store::{StoredRecord, Subscriber};
 
 use crate::codec::{self, Decoded, HEADER_CLUSTER};
+use crate::connection::StoreContext;
 use crate::store::{LeaderInfo, Shared, State};
 
 /// Messages taken from the consumer before they are applied together.
@@ -68,9 +69,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn open(shared: &Shared) -> Result<BaseConsumer, String> {
+fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, String> {
     let settings = &shared.settings;
-    let consumer: BaseConsumer = settings
+    let consumer: BaseConsumer<StoreContext> = settings
         .connection
         .client_config(&format!(
             "portcullis-{}-tail-{}",
@@ -86,7 +87,7 @@ fn open(shared: &Shared) -> Result<BaseConsumer, String> {
         .set("enable.partition.eof", "true")
         .set("fetch.wait.max.ms", "50")
         .set("auto.offset.reset", "earliest")
-        .create()
+        .create_with_context(StoreContext)
         .map_err(|e| format!("cannot create the metadata log's consumer: {e}"))?;
     let mut assignment = TopicPartitionList::new();
     assignment

@@ -39,7 +39,15 @@ struct Deliveries {
     reports: Mutex<Vec<Option<Result<i64, KafkaError>>>>,
 }
 
-impl ClientContext for Deliveries {}
+impl ClientContext for Deliveries {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, line: &str) {
+        crate::connection::log_client_line(level, facility, line);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::connection::log_client_error(&error, reason);
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = Box<usize>;
