@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis::audit::AuditSink;
-use portcullis::credentials::InMemoryCredentials;
+use portcullis::credentials::{CredentialView, InMemoryCredentials};
 use portcullis::credentials::ScramMechanism;
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
 use portcullis::metrics::SecurityMetrics;
@@ -48,16 +48,26 @@ impl CredentialAdmin for StoreCredentialAdmin {
                     iterations,
                     salt,
                     salted_password,
-                } => Some(MetadataRecord::ScramCredential {
-                    user: user.clone(),
-                    mechanism: *mechanism,
-                    credential: credential_from_salted_password(
+                } => {
+                    let credential = credential_from_salted_password(
                         *mechanism,
                         salted_password,
                         salt,
                         *iterations,
-                    ),
-                }),
+                    );
+                    // The same credential again (a request retried after its first answer was
+                    // lost, e.g. by a forwarding node whose writer died) changes nothing: no
+                    // record, so that a mutation is never applied twice.
+                    let unchanged = self
+                        .credentials
+                        .scram(user, *mechanism)
+                        .is_some_and(|current| current == credential);
+                    (!unchanged).then(|| MetadataRecord::ScramCredential {
+                        user: user.clone(),
+                        mechanism: *mechanism,
+                        credential,
+                    })
+                }
                 CredentialChange::Delete { user, mechanism } => {
                     Some(MetadataRecord::RemoveScramCredential {
                         user: user.clone(),
@@ -241,4 +251,31 @@ pub fn spawn_token_sweep(
             batches = manager.on_timeout(now_ms());
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upsert of the credential a user already has writes nothing: a request retried after
+    /// its answer was lost (a forwarding node whose writer died) is not applied twice.
+    #[test]
+    fn an_unchanged_credential_needs_no_record() {
+        let credentials = Arc::new(InMemoryCredentials::new());
+        let admin = StoreCredentialAdmin::new(Arc::clone(&credentials));
+        let upsert = |salt: &[u8]| CredentialChange::Upsert {
+            user: "alice".into(),
+            mechanism: ScramMechanism::Sha256,
+            iterations: 4096,
+            salt: salt.to_vec(),
+            salted_password: vec![7; 32],
+        };
+        let records = admin.records(&[upsert(b"salt-1")]);
+        assert_eq!(records.len(), 1);
+        if let MetadataRecord::ScramCredential { credential, .. } = &records[0] {
+            credentials.upsert("alice", ScramMechanism::Sha256, credential.clone());
+        }
+        assert!(admin.records(&[upsert(b"salt-1")]).is_empty());
+        assert_eq!(admin.records(&[upsert(b"salt-2")]).len(), 1);
+    }
 }
