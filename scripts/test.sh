@@ -191,7 +191,7 @@ step "interop tests ($target)" run_pytest || true
 # (`[store] kind = "kafka"`, tests/interop/cluster_support.py): a subset of the suite, chosen for
 # the security APIs and the data path with several client libraries, so that the variant stays
 # within a few minutes (docs/testing.md). Not run with -- PYTEST_ARGS (a by-hand selection).
-KAFKA_STORE_SUBSET="test_acl_tools or test_confluent or test_kafka_python or test_kill_during_writes or test_audit_and_credentials"
+KAFKA_STORE_SUBSET="test_acl_tools or test_confluent or test_kafka_python or test_audit_and_credentials"
 run_pytest_kafka_store() {
   local out=$RUN_DIR/pytest-kafka-store-output.txt rc=0
   INTEROP_STORE=kafka INTEROP_RUN_DIR=$RUN_DIR/kafka-store INTEROP_TARGET=$target \

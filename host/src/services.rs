@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis::audit::AuditSink;
-use portcullis::credentials::{CredentialView, InMemoryCredentials};
 use portcullis::credentials::ScramMechanism;
+use portcullis::credentials::{CredentialView, InMemoryCredentials};
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
 use portcullis::metrics::SecurityMetrics;
 use portcullis::store::MetadataRecord;
