@@ -499,10 +499,18 @@ impl MetadataStore for KafkaMetadataStore {
             }
         }
         if !messages.is_empty() {
+            let started = Instant::now();
             match writer.write(&messages, Some(term)) {
                 Ok(offsets) => {
+                    let written = started.elapsed();
                     let last = offsets.iter().copied().max().unwrap_or(0).max(0) as u64;
                     let applied = shared.wait_applied(last, shared.settings.operation_timeout);
+                    tracing::debug!(
+                        messages = messages.len(),
+                        write_us = written.as_micros() as u64,
+                        applied_us = (started.elapsed() - written).as_micros() as u64,
+                        "metadata group written"
+                    );
                     for (batch, first) in firsts {
                         let offset = offsets.get(first).copied().unwrap_or(0).max(0) as u64;
                         if let Some(slot) = results.get_mut(batch) {
