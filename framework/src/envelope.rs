@@ -207,8 +207,17 @@ pub fn deserialize_principal(bytes: &[u8]) -> Result<ForwardedPrincipal, Princip
     }
     let kind = r.compact_string()?;
     let name = r.compact_string()?;
-    let token_authenticated = r.bool()?;
-    r.skip_tagged_fields()?;
+    // Strict where Kafka's reader is lenient (any non-zero byte is `true`, unknown tagged fields
+    // are skipped): Kafka's serializer writes 0 or 1 and no tagged field, so anything else is not
+    // a principal a node sent, and is refused rather than guessed at.
+    let token_authenticated = match r.i8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(Malformed("TokenAuthenticated is not 0 or 1").into()),
+    };
+    if r.uvarint()? != 0 {
+        return Err(Malformed("unexpected tagged fields").into());
+    }
     r.finish()?;
     if kind.is_empty() || name.is_empty() {
         return Err(PrincipalSerdeError::Empty);
@@ -296,6 +305,11 @@ mod tests {
         assert!(deserialize_principal(&trailing).is_err());
         // A forged string length far past the end.
         assert!(deserialize_principal(&[0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        // A boolean that is neither 0 nor 1, and tagged fields Kafka never writes (found by the
+        // fuzzer: both were accepted and dropped, so the bytes did not round-trip).
+        assert!(deserialize_principal(&[0, 0, 2, 2, 2, 4, 65, 0]).is_err());
+        assert!(deserialize_principal(&[0, 0, 2, b'U', 2, b'a', 0, 1, 33, 0]).is_err());
+        assert!(deserialize_principal(&[0, 0, 2, b'U', 2, b'a', 0, 0]).is_ok());
         // Empty type.
         assert_eq!(
             deserialize_principal(&[0, 0, 1, 2, b'a', 0, 0]),
