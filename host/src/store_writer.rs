@@ -18,7 +18,6 @@ use std::sync::{Arc, OnceLock};
 
 use portcullis::local::{PersistError, PersistOutcome};
 use portcullis::store::{AppendBatch, MetadataStore};
-use portcullis_plugin_stores::FileMetadataStore;
 use tokio::sync::{mpsc, oneshot};
 
 /// Appends waiting to be written; senders wait (asynchronously) when it is full.
@@ -51,29 +50,12 @@ impl StoreWriter {
     ///
     /// # Errors
     /// The thread cannot be started.
-    pub fn start(store: Arc<FileMetadataStore>) -> std::io::Result<Self> {
-        let compacting = Arc::new(AtomicBool::new(false));
-        let shared: Arc<dyn MetadataStore> = store.clone();
-        Self::spawn(shared, move || maybe_compact(&store, &compacting))
-    }
-
-    /// Starts the writer thread for a store that compacts itself (a Kafka topic: the brokers
-    /// compact it).
-    ///
-    /// # Errors
-    /// The thread cannot be started.
-    pub fn start_shared(store: Arc<dyn MetadataStore>) -> std::io::Result<Self> {
-        Self::spawn(store, || {})
-    }
-
-    fn spawn(
-        store: Arc<dyn MetadataStore>,
-        after_group: impl Fn() + Send + 'static,
-    ) -> std::io::Result<Self> {
+    pub fn start(store: Arc<dyn MetadataStore>) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
+        let compacting = Arc::new(AtomicBool::new(false));
         std::thread::Builder::new()
             .name("portcullis-store-writer".into())
-            .spawn(move || write_loop(store.as_ref(), queue, &after_group))?;
+            .spawn(move || write_loop(&store, queue, &compacting))?;
         Ok(Self {
             jobs,
             cluster: Arc::new(OnceLock::new()),
@@ -122,7 +104,11 @@ impl StoreWriter {
     }
 }
 
-fn write_loop(store: &dyn MetadataStore, mut queue: mpsc::Receiver<Job>, after_group: &dyn Fn()) {
+fn write_loop(
+    store: &Arc<dyn MetadataStore>,
+    mut queue: mpsc::Receiver<Job>,
+    compacting: &Arc<AtomicBool>,
+) {
     while let Some(first) = queue.blocking_recv() {
         // Everything that queued up while the previous group was being synced goes together.
         let mut group = vec![first];
@@ -138,20 +124,21 @@ fn write_loop(store: &dyn MetadataStore, mut queue: mpsc::Receiver<Job>, after_g
             // A writer that gave up waiting is no reason to stop.
             let _ = job.reply.send(result.map_err(PersistError::from));
         }
-        after_group();
+        maybe_compact(store, compacting);
     }
 }
 
-/// Starts a compaction on its own thread when one is due and none runs.
-fn maybe_compact(store: &Arc<FileMetadataStore>, compacting: &Arc<AtomicBool>) {
-    if !store.needs_compaction() || compacting.swap(true, Ordering::AcqRel) {
+/// Starts the store's housekeeping (the file store's compaction) on its own thread when it is due
+/// and none runs.
+fn maybe_compact(store: &Arc<dyn MetadataStore>, compacting: &Arc<AtomicBool>) {
+    if !store.maintenance_due() || compacting.swap(true, Ordering::AcqRel) {
         return;
     }
     let (store, flag) = (Arc::clone(store), Arc::clone(compacting));
     let spawned = std::thread::Builder::new()
         .name("portcullis-store-compaction".into())
         .spawn(move || {
-            if let Err(e) = store.compact() {
+            if let Err(e) = store.maintain() {
                 tracing::error!(error = %e, "metadata log compaction failed");
             }
             flag.store(false, Ordering::Release);
@@ -167,6 +154,7 @@ mod tests {
     use super::*;
     use portcullis::credentials::ScramMechanism;
     use portcullis::store::MetadataRecord;
+    use portcullis_plugin_stores::FileMetadataStore;
 
     fn removal(i: usize) -> AppendBatch {
         AppendBatch::new(vec![MetadataRecord::RemoveScramCredential {
@@ -181,7 +169,7 @@ mod tests {
     async fn concurrent_appends_are_group_committed() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
-        let writer = StoreWriter::start(Arc::clone(&store)).unwrap();
+        let writer = StoreWriter::start(Arc::clone(&store) as Arc<dyn MetadataStore>).unwrap();
         let before = store.stats();
         let tasks: Vec<_> = (0..64)
             .map(|c| {

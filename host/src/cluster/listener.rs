@@ -2,8 +2,9 @@
 //! other nodes forward (KIP-590 Envelopes), over mutual TLS only.
 //!
 //! - A peer must present a certificate chaining to `[cluster] ca_file`; without one the TLS
-//!   handshake fails and nothing is read. Its principal is `User:` + the certificate's subject
-//!   (Kafka's default SSL principal; [`super::peer`]).
+//!   handshake fails and nothing is read. Its principal is what the node's `PrincipalBuilder`
+//!   makes of the certificate (`crate::tls_peer`; the default builder: `User:` + the subject, as
+//!   Kafka's default SSL principal).
 //! - The listener serves ApiVersions and Envelope only; any other request closes the connection
 //!   (as a Kafka controller listener does). Client listeners never serve Envelope.
 //! - An Envelope is checked as a KRaft controller checks it (kafka-security-semantics §7.3):
@@ -90,13 +91,13 @@ async fn serve(
         tracing::info!(%peer, error = %e, "inter-node TLS handshake refused");
         format!("TLS: {e}")
     })?;
-    let principal = stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .and_then(|leaf| super::peer::principal_from_certificate(leaf))
-        .ok_or("the peer's certificate has no usable subject")?;
+    // The peer's principal comes from its certificate through the node's principal builder,
+    // the same path a client certificate takes on a TLS client listener.
+    let tls_peer = crate::tls_peer::peer_of(stream.get_ref().1.peer_certificates());
+    let principal = cluster.peer_principal(&tls_peer, peer.ip()).map_err(|e| {
+        tracing::warn!(%peer, error = %e, "inter-node peer refused: no principal");
+        format!("no principal: {e}")
+    })?;
     loop {
         let Some(frame) = read_frame(&mut stream).await? else {
             return Ok(());

@@ -19,7 +19,6 @@
 
 pub mod forward;
 pub mod listener;
-pub(crate) mod peer;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -31,6 +30,9 @@ use portcullis::envelope::{self, ForwardedPrincipal};
 use portcullis::errors::ErrorCode;
 use portcullis::local::forwarded::{error_response, run_on_writer};
 use portcullis::local::{Effect, LeaderRequest, LocalHandler, PersistError};
+use portcullis::principal::{
+    AuthenticationContext, Principal, PrincipalBuilder, PrincipalError, TlsPeer,
+};
 use portcullis_plugin_kafka_store::KafkaMetadataStore;
 use tokio::time::Instant;
 
@@ -42,6 +44,24 @@ pub const LISTENER_NAME: &str = "cluster";
 /// A continuation may ask to persist again after a conflict; past this many rounds the request
 /// fails rather than looping while other writers keep winning.
 const MAX_ROUNDS: usize = 16;
+
+/// [`Cluster::peer_principal`] with the builder given.
+fn peer_principal(
+    builder: &dyn PrincipalBuilder,
+    tls: &TlsPeer,
+    address: IpAddr,
+) -> Result<Principal, PrincipalError> {
+    if tls.subject.is_none() {
+        return Err(PrincipalError::Unavailable {
+            reason: "the peer's certificate has no readable subject".to_owned(),
+        });
+    }
+    builder.build(&AuthenticationContext::tls_only(
+        tls,
+        address,
+        LISTENER_NAME,
+    ))
+}
 
 /// What the client of a mutation gets.
 #[derive(Debug)]
@@ -58,6 +78,9 @@ pub struct Cluster {
     writer: StoreWriter,
     handlers: Vec<Arc<dyn LocalHandler>>,
     authorizer: Option<Arc<dyn Authorizer>>,
+    /// The node's principal builder: it names inter-node peers from their certificates, as it
+    /// names clients on every other listener.
+    principal_builder: Arc<dyn PrincipalBuilder>,
     peers: forward::Peers,
     node_id: i32,
     forward_timeout: Duration,
@@ -84,16 +107,34 @@ impl Cluster {
         writer: StoreWriter,
         handlers: Vec<Arc<dyn LocalHandler>>,
         authorizer: Option<Arc<dyn Authorizer>>,
+        principal_builder: Arc<dyn PrincipalBuilder>,
     ) -> anyhow::Result<Self> {
         Ok(Self {
             store,
             writer,
             handlers,
             authorizer,
+            principal_builder,
             peers: forward::Peers::new(config, node_id)?,
             node_id,
             forward_timeout: Duration::from_millis(config.forward_timeout_ms),
         })
+    }
+
+    /// The principal of an inter-node peer, from the certificate it presented: the node's
+    /// `PrincipalBuilder` on a TLS-only context (the default builder gives `User:` + the
+    /// subject's RFC 2253 name, as Kafka's `DefaultKafkaPrincipalBuilder` does for an SSL peer).
+    ///
+    /// # Errors
+    /// The builder's refusal; a peer without a certificate subject is refused before it is asked
+    /// (the listener requires a client certificate, so a missing subject means one that cannot be
+    /// read, and an anonymous peer must never stand for a node).
+    pub fn peer_principal(
+        &self,
+        tls: &TlsPeer,
+        address: IpAddr,
+    ) -> Result<Principal, PrincipalError> {
+        peer_principal(self.principal_builder.as_ref(), tls, address)
     }
 
     /// The shared store.
@@ -272,4 +313,55 @@ fn error_answer(frame: &Bytes, code: ErrorCode) -> Answer {
 
 fn now_ms() -> i64 {
     crate::services::now_ms()
+}
+
+#[cfg(test)]
+mod tests {
+    use portcullis::principal::DefaultPrincipalBuilder;
+
+    use super::*;
+
+    /// Maps node certificates as a `[principal]` plugin would: `Node:<CN>` on the cluster listener.
+    struct NodeMapping;
+
+    impl PrincipalBuilder for NodeMapping {
+        fn build(&self, context: &AuthenticationContext<'_>) -> Result<Principal, PrincipalError> {
+            assert_eq!(context.listener, LISTENER_NAME);
+            assert!(context.sasl.is_none());
+            let subject = context.certificate_subject().unwrap_or_default();
+            match subject.strip_prefix("CN=") {
+                Some(cn) => Ok(Principal {
+                    kind: "Node".into(),
+                    name: cn.split(',').next().unwrap_or_default().to_owned(),
+                }),
+                None => Err(PrincipalError::NoRuleApplies {
+                    name: subject.to_owned(),
+                }),
+            }
+        }
+    }
+
+    /// The inter-node peer's principal is the node's principal builder's answer for its
+    /// certificate: the default builder's `User:<subject>`, or a mapping plugin's; a certificate
+    /// without a readable subject, or a builder's refusal, is no principal.
+    #[test]
+    fn the_peer_principal_comes_from_the_principal_builder() {
+        let address = IpAddr::from([127, 0, 0, 1]);
+        let peer = TlsPeer::new(vec![vec![0x30]], Some("CN=node-2,O=edge".into()));
+        assert_eq!(
+            peer_principal(&DefaultPrincipalBuilder, &peer, address).unwrap(),
+            Principal::user("CN=node-2,O=edge")
+        );
+        assert_eq!(
+            peer_principal(&NodeMapping, &peer, address)
+                .unwrap()
+                .to_string(),
+            "Node:node-2"
+        );
+        let unmapped = TlsPeer::new(vec![vec![0x30]], Some("O=edge".into()));
+        assert!(peer_principal(&NodeMapping, &unmapped, address).is_err());
+        // Never User:ANONYMOUS for a certificate whose subject could not be read.
+        let unreadable = TlsPeer::new(vec![vec![0x30]], None);
+        assert!(peer_principal(&DefaultPrincipalBuilder, &unreadable, address).is_err());
+    }
 }

@@ -123,17 +123,21 @@ pub(super) async fn serve<S>(
     stream: S,
     peer: SocketAddr,
     target: Target,
-    tls: bool,
+    tls: Option<portcullis::principal::TlsPeer>,
     slot: Slot,
 ) where
     S: AsyncRead + AsyncWrite + Send,
 {
     let (read, write) = tokio::io::split(stream);
-    let connection = Connection::new(shared.connection_config.clone(), peer.ip(), tls);
+    let is_tls = tls.is_some();
+    let mut connection = Connection::new(shared.connection_config.clone(), peer.ip(), is_tls);
+    if let Some(tls_peer) = tls {
+        connection = connection.with_tls_peer(Arc::new(tls_peer));
+    }
     let now = Instant::now();
     let mut driver = Driver {
         peer,
-        tls,
+        tls: is_tls,
         target,
         connection,
         reader: FrameReader::new(read),

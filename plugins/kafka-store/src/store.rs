@@ -575,4 +575,12 @@ impl MetadataStore for KafkaMetadataStore {
     fn unsubscribe(&self, id: SubscriptionId) {
         self.shared.state().subscribers.retain(|(s, _)| *s != id);
     }
+
+    fn location(&self) -> String {
+        format!("topic {}", self.topics().metadata)
+    }
+
+    fn replay_done(&self) {
+        self.release_startup_cache();
+    }
 }

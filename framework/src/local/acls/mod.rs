@@ -23,7 +23,7 @@ use crate::errors::ErrorCode;
 use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
 use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
-use crate::store::{AppendBatch, Condition};
+use crate::store::{AppendBatch, Condition, MetadataRecord};
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
@@ -223,18 +223,18 @@ fn prepare_create(
             response.with_results(creation_results(admin.create_acls(&creations))),
         );
     };
-    if prepared.records.is_empty() {
+    let records: Vec<MetadataRecord> = prepared.changes.into_iter().map(Into::into).collect();
+    if records.is_empty() {
         return Outcome::Now(response.with_results(creation_results(prepared.outcome)));
     }
-    let conditions = prepared
-        .records
+    let conditions = records
         .iter()
         .map(|r| Condition::Latest {
             key: r.key(),
             offset: None,
         })
         .collect();
-    let batch = AppendBatch::new(prepared.records).with_conditions(conditions);
+    let batch = AppendBatch::new(records).with_conditions(conditions);
     let outcome = prepared.outcome;
     Outcome::Later(
         batch,
@@ -278,17 +278,17 @@ fn prepare_delete(
             response.with_filter_results(deletion_results(admin.delete_acls(&filters), count)),
         );
     };
-    if prepared.records.is_empty() {
+    let records: Vec<MetadataRecord> = prepared.changes.into_iter().map(Into::into).collect();
+    if records.is_empty() {
         return Outcome::Now(
             response.with_filter_results(deletion_results(Ok(prepared.outcome), count)),
         );
     }
-    let conditions = prepared
-        .records
+    let conditions = records
         .iter()
         .map(|r| Condition::Live { key: r.key() })
         .collect();
-    let batch = AppendBatch::new(prepared.records).with_conditions(conditions);
+    let batch = AppendBatch::new(records).with_conditions(conditions);
     let outcome = prepared.outcome;
     Outcome::Later(
         batch,
