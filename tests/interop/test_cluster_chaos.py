@@ -67,6 +67,9 @@ class Client(threading.Thread):
         self.index, self.prefix, self.budget = index, prefix, budget
         self.created: list[str] = []    # ACL topics acknowledged as created
         self.deleted: list[str] = []    # ACL topics acknowledged as deleted
+        # ACL topics whose deletion was sent but not acknowledged (its node or the writer died
+        # meanwhile): the deletion may or may not have been applied, so the ACL may be gone.
+        self.doubtful: list[str] = []
         self.users: list[str] = []      # SCRAM users acknowledged
         self.issued = 0
         self.acks: list[float] = []     # when each acknowledgement arrived
@@ -78,9 +81,11 @@ class Client(threading.Thread):
             n += 1
             self.issued += 1
             name = f"{self.prefix}-{self.index}-{n}"
+            deleting = None
             try:
-                if n % 3 == 2 and len(self.created) > len(self.deleted):
-                    topic = next(t for t in self.created if t not in self.deleted)
+                if n % 3 == 2 and len(self.created) > len(self.deleted) + len(self.doubtful):
+                    topic = next(t for t in self.created if t not in self.deleted and t not in self.doubtful)
+                    deleting = topic
                     f = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
                                          AclOperation.ANY, AclPermissionType.ANY)
                     list(admin.delete_acls([f], request_timeout=40).values())[0].result(timeout=50)
@@ -97,7 +102,8 @@ class Client(threading.Thread):
                     self.created.append(name)
                 self.acks.append(time.monotonic())
             except Exception:  # noqa: BLE001 - not acknowledged (its node was killed, or timed out)
-                pass
+                if deleting is not None:
+                    self.doubtful.append(deleting)
 
 
 def topic_records(cluster: Cluster, isolation: str = "read_committed") -> list:
@@ -125,6 +131,8 @@ def topic_records(cluster: Cluster, isolation: str = "read_committed") -> list:
 def check_nodes(cluster: Cluster, clients: list[Client], prefix: str) -> None:
     created = {t for c in clients for t in c.created}
     deleted = {t for c in clients for t in c.deleted}
+    doubtful = {t for c in clients for t in c.doubtful}
+    seen_doubtful = []
     users = [u for c in clients for u in c.users]
     everything = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, "User:chaos", None,
                                   AclOperation.ANY, AclPermissionType.ANY)
@@ -132,10 +140,11 @@ def check_nodes(cluster: Cluster, clients: list[Client], prefix: str) -> None:
         admin = AdminClient(admin_conf(node))
         present = {b.name for b in admin.describe_acls(everything, request_timeout=30).result(timeout=40)
                    if b.name.startswith(prefix)}
-        missing = created - deleted - present
+        missing = created - deleted - doubtful - present
         resurrected = deleted & present
         assert not missing, f"node {i + 1} lacks acknowledged ACLs: {sorted(missing)[:10]}"
         assert not resurrected, f"node {i + 1} still has deleted ACLs: {sorted(resurrected)[:10]}"
+        seen_doubtful.append(doubtful & present)
         described = admin.describe_user_scram_credentials(users, request_timeout=30) if users else {}
         lacking = []
         for user, future in described.items():
@@ -144,6 +153,9 @@ def check_nodes(cluster: Cluster, clients: list[Client], prefix: str) -> None:
             except KafkaException:
                 lacking.append(user)
         assert not lacking, f"node {i + 1} lacks acknowledged credentials: {lacking[:10]}"
+    # An unacknowledged deletion was applied or not, but the same way on every node.
+    assert all(s == seen_doubtful[0] for s in seen_doubtful), \
+        f"nodes disagree on unacknowledged deletions: {[sorted(s) for s in seen_doubtful]}"
 
 
 def check_log_once(cluster: Cluster, prefix: str) -> None:
