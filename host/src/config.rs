@@ -1882,6 +1882,73 @@ bootstrap_servers = ["127.0.0.1:19092"]
         config.delegation_tokens.secret = Some(Secret::new(""));
         assert!(!config.delegation_tokens.enabled());
     }
+
+    /// `[store] kind = "kafka"` with `[cluster]` whose TLS files exist.
+    fn kafka_store(dir: &Path, extra: &str) -> Config {
+        for name in ["node.pem", "node.key", "ca.pem"] {
+            std::fs::write(dir.join(name), "x").unwrap();
+        }
+        parse(&format!(
+            "{GOOD}\n{extra}\n[store]\nkind = \"kafka\"\ncluster_id = \"edge-1\"\n\n[cluster]\n\
+             listener = \"127.0.0.1:9500\"\ncert_file = \"{d}/node.pem\"\nkey_file = \
+             \"{d}/node.key\"\nca_file = \"{d}/ca.pem\"\n",
+            d = dir.display()
+        ))
+    }
+
+    #[test]
+    fn a_kafka_store_needs_a_cluster_id_and_a_cluster_and_a_file_store_refuses_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = kafka_store(dir.path(), "");
+        config.validate().unwrap();
+        let mut no_id = config.clone();
+        no_id.store.cluster_id = None;
+        assert_eq!(invalid_key(&no_id), "store.cluster_id");
+        let mut no_cluster = config.clone();
+        no_cluster.cluster = None;
+        assert_eq!(invalid_key(&no_cluster), "cluster");
+        let mut file_store = config;
+        file_store.store.kind = StoreKind::File;
+        assert_eq!(invalid_key(&file_store), "cluster");
+    }
+
+    /// The store's librdkafka clients log in with the upstream password only: a login plugin's
+    /// credential could not reach them, so the combination is refused at load.
+    #[test]
+    fn a_kafka_store_refuses_an_upstream_login_plugin_but_not_the_password_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = kafka_store(dir.path(), "");
+        config.upstream.security_protocol = SecurityProtocol::SaslPlaintext;
+        config.upstream.sasl_mechanism = Some("PLAIN".into());
+        config.upstream.username = Some("svc".into());
+        config.upstream.password = Some(Secret::new("pw"));
+        config.validate().unwrap();
+        config.upstream.login = Some(UpstreamLoginConfig {
+            plugin: "file-password".into(),
+        });
+        assert_eq!(invalid_key(&config), "upstream.login.plugin");
+        config.upstream.login = Some(UpstreamLoginConfig {
+            plugin: portcullis_plugin_login::PASSWORD_LOGIN.into(),
+        });
+        config.validate().unwrap();
+    }
+
+    /// `PORTCULLIS_STORE_KIND` (one underscore) is a mistyped `PORTCULLIS_STORE__KIND`, as for
+    /// every other section.
+    #[test]
+    fn mistyped_store_and_cluster_overrides_are_refused() {
+        for (var, prefix) in [
+            ("STORE_KIND", "PCT_STORE_"),
+            ("CLUSTER_LISTENER", "PCT_CLUSTER_"),
+        ] {
+            match load_env(GOOD, prefix, &[(var, "x")]) {
+                Err(ConfigError::Env { message, .. }) => {
+                    assert!(message.contains("did you mean"), "{message}")
+                }
+                other => panic!("{var}: {other:?}"),
+            }
+        }
+    }
 }
 
 // ---- [store] and [cluster] (issue 13: several nodes, one security state) ------------------------
@@ -1945,8 +2012,9 @@ pub struct ClusterConfig {
     /// How peers reach this node's inter-node listener, `HOST:PORT` (default: `listener`).
     pub advertised_address: Option<String>,
     /// PEM certificate chain of this node: served on the inter-node listener and presented to the
-    /// writer when forwarding. Its subject is the node's principal (`User:` + the RFC 2253 DN),
-    /// which needs `ClusterAction` on `Cluster`.
+    /// writer when forwarding. The writer's principal builder names the node from it (the
+    /// default builder: `User:` + the subject's RFC 2253 DN); that principal needs
+    /// `ClusterAction` on `Cluster`.
     pub cert_file: PathBuf,
     /// PEM private key of `cert_file`.
     pub key_file: PathBuf,
