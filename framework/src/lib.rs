@@ -27,6 +27,7 @@ pub mod authorization;
 pub mod authorizer;
 pub mod connection;
 pub mod credentials;
+pub mod envelope;
 pub mod errors;
 pub mod events;
 pub mod forwarding;

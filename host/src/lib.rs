@@ -3,6 +3,7 @@
 //! `portcullis` framework; this crate does the I/O around it.
 
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod node;
 pub mod plugin_config;

@@ -56,16 +56,26 @@ impl CredentialAdmin for StoreCredentialAdmin {
                     iterations,
                     salt,
                     salted_password,
-                } => Some(MetadataRecord::ScramCredential {
-                    user: user.clone(),
-                    mechanism: *mechanism,
-                    credential: credential_from_salted_password(
+                } => {
+                    let credential = credential_from_salted_password(
                         *mechanism,
                         salted_password,
                         salt,
                         *iterations,
-                    ),
-                }),
+                    );
+                    // The same credential again (a request retried after its first answer was
+                    // lost, e.g. by a forwarding node whose writer died) changes nothing: no
+                    // record, so that a mutation is never applied twice.
+                    let unchanged = self
+                        .credentials
+                        .scram(user, *mechanism)
+                        .is_some_and(|current| current == credential);
+                    (!unchanged).then(|| MetadataRecord::ScramCredential {
+                        user: user.clone(),
+                        mechanism: *mechanism,
+                        credential,
+                    })
+                }
                 CredentialChange::Delete { user, mechanism } => {
                     Some(MetadataRecord::RemoveScramCredential {
                         user: user.clone(),
@@ -259,7 +269,10 @@ pub fn spawn_token_sweep(
         loop {
             for batch in batches {
                 match writer.persist(batch).await {
-                    Ok(_) | Err(portcullis::local::PersistError::Conflict) => {}
+                    // NotLeader: in a cluster, the writer sweeps (every node sees the removal).
+                    Ok(_)
+                    | Err(portcullis::local::PersistError::Conflict)
+                    | Err(portcullis::local::PersistError::NotLeader) => {}
                     Err(e) => {
                         tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
                     }
@@ -645,5 +658,27 @@ mod tests {
         assert_eq!(json["p"]["latency"]["count"], 2);
         assert_eq!(json["p"]["latency"]["sum"], 4.0);
         assert_eq!(stats.metric("other", "requests"), None);
+    }
+
+    /// An upsert of the credential a user already has writes nothing: a request retried after
+    /// its answer was lost (a forwarding node whose writer died) is not applied twice.
+    #[test]
+    fn an_unchanged_credential_needs_no_record() {
+        let credentials = Arc::new(InMemoryCredentials::new());
+        let admin = StoreCredentialAdmin::new(Arc::clone(&credentials));
+        let upsert = |salt: &[u8]| CredentialChange::Upsert {
+            user: "alice".into(),
+            mechanism: ScramMechanism::Sha256,
+            iterations: 4096,
+            salt: salt.to_vec(),
+            salted_password: vec![7; 32],
+        };
+        let records = admin.records(&[upsert(b"salt-1")]);
+        assert_eq!(records.len(), 1);
+        if let MetadataRecord::ScramCredential { credential, .. } = &records[0] {
+            credentials.upsert("alice", ScramMechanism::Sha256, credential.clone());
+        }
+        assert!(admin.records(&[upsert(b"salt-1")]).is_empty());
+        assert_eq!(admin.records(&[upsert(b"salt-2")]).len(), 1);
     }
 }

@@ -270,7 +270,7 @@ connect_timeout_ms = 10000
             mechanism: ScramMechanism::Sha512,
             credential,
         };
-        node.store.append(&[record]).unwrap();
+        node.store.shared().append(&[record]).unwrap();
         let node = Arc::new(node);
         let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
         let address = server.local_addr().unwrap();

@@ -10,7 +10,7 @@ use crate::authorizer::RequestContext;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
-use crate::local::{Effect, LocalRequest};
+use crate::local::{Effect, LeaderRequest, LocalRequest, Persist};
 use crate::protocol::api::{API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::header::RequestHeader;
 use crate::protocol::{header, produce};
@@ -150,6 +150,23 @@ fn route(
             (
                 State::Authenticated(session),
                 vec![Action::Forward(forwarded)],
+            )
+        }
+        // A node of a cluster sharing one log: the writer decides mutations on its view.
+        Route::Local
+            if conn.config.mutations_on_leader
+                && crate::envelope::is_forwardable(api_key)
+                && conn.config.local_handler(api_key).is_some() =>
+        {
+            let request = LeaderRequest::new(
+                frame,
+                header,
+                session.forwarded_principal(),
+                conn.client_address,
+            );
+            (
+                State::Authenticated(session),
+                vec![Action::Persist(Persist::on_leader(request))],
             )
         }
         Route::Local => match conn.config.local_handler(api_key) {

@@ -69,6 +69,20 @@ pub enum RequestError {
         /// The error the policy chose.
         code: ErrorCode,
     },
+    /// A mutation for the cluster's writer reached a node that is not part of a cluster (a host
+    /// without `[cluster]` never builds one).
+    #[error("a mutation for the cluster's writer reached a node without a cluster")]
+    NotInCluster,
+    /// The cluster's writer could not parse a forwarded mutation at its version.
+    #[error("the cluster's writer cannot parse the request at this version")]
+    WriterUnsupportedVersion,
+    /// An error had to be answered, but the request is unreadable enough that no error response
+    /// can be built for it.
+    #[error("cannot build the {code} answer of an unreadable request")]
+    NoErrorResponse {
+        /// The error the answer would have carried.
+        code: ErrorCode,
+    },
     /// A local write lost to concurrent writes this many times in a row.
     #[error("a local write conflicted with concurrent writes {rounds} times in a row")]
     PersistContended {
@@ -191,7 +205,10 @@ impl RequestError {
             | RequestError::RejectedByPolicy { .. } => LogLevel::Info,
             RequestError::Codec(_)
             | RequestError::Plan(_)
-            | RequestError::PersistContended { .. } => LogLevel::Warn,
+            | RequestError::PersistContended { .. }
+            | RequestError::NotInCluster
+            | RequestError::WriterUnsupportedVersion
+            | RequestError::NoErrorResponse { .. } => LogLevel::Warn,
         }
     }
 }

@@ -213,7 +213,14 @@ impl Server {
         .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
         .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
         .with_sessions(parts.sessions, parts.metrics)
-        .with_local_handlers(parts.local_handlers);
+        .with_local_handlers(parts.local_handlers)
+        // A node sharing its store with a cluster (issue 13): mutations run on the writer.
+        .with_mutations_on_leader(
+            parts
+                .store_writer
+                .as_ref()
+                .is_some_and(|w| w.cluster().is_some()),
+        );
         let connection_config = match parts.authorizer {
             Some(authorizer) => connection_config.with_authorizer(authorizer),
             None => connection_config,

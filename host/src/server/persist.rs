@@ -23,6 +23,16 @@ pub(super) enum Finished {
 
 /// Runs `persist` (and any persist its continuation asks for) to an answer.
 pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finished {
+    // A mutation of a node that shares its store with a cluster runs where the writer is.
+    if let Some(request) = persist.leader_request() {
+        return match writer.and_then(StoreWriter::cluster) {
+            Some(cluster) => match cluster.run_mutation(request).await {
+                crate::cluster::Answer::Respond(bytes) => Finished::Respond(bytes),
+                crate::cluster::Answer::Close(reason) => Finished::Close(reason),
+            },
+            None => Finished::Close(RequestError::NotInCluster),
+        };
+    }
     let mut effect = Effect::Persist(persist);
     for _ in 0..MAX_ROUNDS {
         match effect {

@@ -250,8 +250,8 @@ fn create_token(
         move |stored: PersistOutcome, now| match stored {
             Ok(_) => reply.send(&created(&token.info, &token.hmac, reply.version)),
             Err(PersistError::Conflict) => create_token(manager, create, reply, now),
-            Err(PersistError::Failed(reason)) => {
-                tracing::error!(%reason, "storing a delegation token failed");
+            Err(error) => {
+                tracing::error!(?error, "storing a delegation token failed");
                 reply.send(&create_error(
                     ErrorCode::UNKNOWN_SERVER_ERROR,
                     &create.owner,
@@ -383,8 +383,8 @@ fn change_expiry(
         move |stored: PersistOutcome, now| match stored {
             Ok(_) => expiry_answer(op, reply, ErrorCode::NONE, change.expiry_ms),
             Err(PersistError::Conflict) => change_expiry(manager, op, principal, body, reply, now),
-            Err(PersistError::Failed(reason)) => {
-                tracing::error!(%reason, "storing a delegation token change failed");
+            Err(error) => {
+                tracing::error!(?error, "storing a delegation token change failed");
                 expiry_answer(op, reply, ErrorCode::UNKNOWN_SERVER_ERROR, 0)
             }
         },
