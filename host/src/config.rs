@@ -440,6 +440,9 @@ pub struct ForwardingConfig {
     /// API keys refused outright.
     #[serde(default)]
     pub deny_api_keys: Vec<i16>,
+    /// `[forwarding.delegated]`: the `delegated` policy's settings (see `delegated_config.rs`).
+    #[serde(default)]
+    pub delegated: crate::delegated_config::DelegatedConfig,
 }
 
 impl Default for ForwardingConfig {
@@ -447,6 +450,7 @@ impl Default for ForwardingConfig {
         Self {
             policy: default_policy(),
             deny_api_keys: Vec::new(),
+            delegated: Default::default(),
         }
     }
 }
@@ -1437,6 +1441,7 @@ impl ForwardingConfig {
         if self.policy.trim().is_empty() {
             return Err(invalid("forwarding.policy", "must not be empty"));
         }
+        self.delegated.validate()?;
         for key in &self.deny_api_keys {
             if kafka_protocol::messages::ApiKey::try_from(*key).is_err() {
                 return Err(invalid(
