@@ -365,10 +365,13 @@ def test_idle_and_shutdown_expiry_and_replacement(node_factory, upstream_users, 
         time.sleep(0.2)
     assert "Idle" in node.log_tail(200), node.log_tail(40)
     assert tokens_owned_by(tools, kafka_env, "dlg-ann") == []
-    # Shutdown: a fresh token, then SIGTERM expires it upstream.
-    assert produce_one(conf(node, "dlg-ann"), topic) == "ok"
+    # Shutdown: a fresh token held by an open producer, then SIGTERM expires it upstream.
+    held = Producer(conf(node, "dlg-ann"))
+    held.produce(topic, b"v")
+    assert held.flush(30) == 0
     assert len(tokens_owned_by(tools, kafka_env, "dlg-ann")) == 1
     node.stop()
+    del held
     assert tokens_owned_by(tools, kafka_env, "dlg-ann") == []
 
 
