@@ -32,37 +32,30 @@ impl DelegatedConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::config::ForwardingConfig;
 
     #[test]
     fn the_table_is_read_and_checked() {
-        let text = r#"[node]
-id = 1
-data_dir = "data"
-[listener]
-address = "127.0.0.1:0"
-broker_port_base = 30000
-[upstream]
-bootstrap_servers = ["127.0.0.1:9092"]
-[forwarding]
-policy = "delegated"
-[forwarding.delegated]
+        let text = r#"policy = "delegated"
+[delegated]
 token_lifetime_ms = 60000
 idle_expire_ms = 1000
 service_fallback = ["User:svc-*"]
 authorizer = "upstream"
 "#;
-        let config: Config = toml::from_str(text).unwrap();
-        let d = &config.forwarding.delegated.0;
+        let config: ForwardingConfig = toml::from_str(text).unwrap();
+        let d = &config.delegated.0;
         assert_eq!(d.token_lifetime_ms, 60_000);
         assert_eq!(d.authorizer, super::AuthorizerMode::Upstream);
-        assert!(config.forwarding.delegated.validate().is_ok());
-        let bad: Config =
+        assert!(config.delegated.validate().is_ok());
+        let bad: ForwardingConfig =
             toml::from_str(&text.replace("token_lifetime_ms = 60000", "token_lifetime_ms = 0"))
                 .unwrap();
         assert!(matches!(
-            bad.forwarding.delegated.validate(),
+            bad.delegated.validate(),
             Err(crate::config::ConfigError::Invalid { key, .. }) if key == "forwarding.delegated.token_lifetime_ms"
         ));
+        assert!(toml::from_str::<ForwardingConfig>("[delegated]
+lifetime = 1\n").is_err());
     }
 }
