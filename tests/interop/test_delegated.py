@@ -44,12 +44,8 @@ USERS = {"dlg-ann": "ann-pw", "dlg-ben": "ben-pw", "dlg-cat": "cat-pw", "dlg-dan
 KAFKA_PW = {u: f"{u}-kafka" for u in ("dlg-ann", "dlg-ben")}
 
 
-@pytest.fixture(scope="module")
-def upstream_users(kafka_env, java, tmp_path_factory):
+def setup_upstream(java, kafka_env, work: Path) -> Tools:
     """Kafka-side setup, as the admin: the service users and their ACLs, the differential's users."""
-    if target() != "portcullis":
-        pytest.skip("Portcullis only")
-    work = tmp_path_factory.mktemp("dlg-tools")
     admin = Tools(java, kafka_env["KAFKA_SASL_BOOTSTRAP"],
                   {kafka_env["KAFKA_ADMIN_USER"]: kafka_env["KAFKA_ADMIN_PASSWORD"]}, work)
     a = kafka_env["KAFKA_ADMIN_USER"]
@@ -68,6 +64,13 @@ def upstream_users(kafka_env, java, tmp_path_factory):
     # SCRAM credentials and ACLs reach the broker's caches asynchronously.
     time.sleep(2)
     return admin
+
+
+@pytest.fixture(scope="module")
+def upstream_users(kafka_env, java, tmp_path_factory):
+    if target() != "portcullis":
+        pytest.skip("Portcullis only")
+    return setup_upstream(java, kafka_env, tmp_path_factory.mktemp("dlg-tools"))
 
 
 def start_node(launcher_dir: Path, binary: Path, kafka_env, name: str, *, service=(SERVICE, SERVICE_PW),
