@@ -55,7 +55,10 @@ authorizer = "upstream"
             bad.delegated.validate(),
             Err(crate::config::ConfigError::Invalid { key, .. }) if key == "forwarding.delegated.token_lifetime_ms"
         ));
-        assert!(toml::from_str::<ForwardingConfig>("[delegated]
-lifetime = 1\n").is_err());
+        assert!(toml::from_str::<ForwardingConfig>(
+            "[delegated]
+lifetime = 1\n"
+        )
+        .is_err());
     }
 }

@@ -74,7 +74,7 @@ def upstream_users(kafka_env, java, tmp_path_factory):
 
 
 def start_node(launcher_dir: Path, binary: Path, kafka_env, name: str, *, service=(SERVICE, SERVICE_PW),
-               policy: str = "delegated", delegated: dict | None = None) -> PortcullisProcess:
+               policy: str = "delegated", delegated: dict | None = None, extra: str = "") -> PortcullisProcess:
     workdir = launcher_dir / f"portcullis-{name}"
     workdir.mkdir(parents=True)
     (workdir / "plugins").mkdir()
@@ -87,7 +87,7 @@ def start_node(launcher_dir: Path, binary: Path, kafka_env, name: str, *, servic
     if delegated:
         text += "\n[forwarding.delegated]\n" + "".join(
             f"{k} = {toml_str(v) if isinstance(v, str) else v}\n" for k, v in delegated.items())
-    p.config.write_text(text)
+    p.config.write_text(text + "\n" + extra)
     for user, pw in USERS.items():
         p.scram_add(user, pw, "SCRAM-SHA-512")
     p.start()
@@ -184,7 +184,10 @@ def test_upstream_acls_decide_as_the_real_user(node_factory, upstream_users, kaf
     """Differential: the same cases straight against Kafka (as the user) and through Portcullis
     (`authorizer = "upstream"`, the user's token); the outcomes must be identical, and differ per
     user (so the upstream really saw the user, not the service principal)."""
-    node = node_factory("acl", delegated={"authorizer": "upstream"})
+    # Portcullis' own authorizer holds no ACL (it would deny everything): with "upstream" it is not
+    # asked for upstream-bound requests, Kafka decides alone.
+    local_acls = '[authorizer]\nplugin = "acl"\n'
+    node = node_factory("acl", delegated={"authorizer": "upstream"}, extra=local_acls)
     tools: Tools = upstream_users
     a = kafka_env["KAFKA_ADMIN_USER"]
     t_ann, t_ben, t_none = unique("dlg-ann-t"), unique("dlg-ben-t"), unique("dlg-nobody-t")
@@ -233,6 +236,9 @@ def test_upstream_acls_decide_as_the_real_user(node_factory, upstream_users, kaf
     assert outcomes[("dlg-ann", "produce", t_ann)] == ["ok", "ok"]
     assert outcomes[("dlg-ben", "produce", t_ann)][1] == "TOPIC_AUTHORIZATION_FAILED"
     assert outcomes[("dlg-ben", "produce", t_ben)] == ["ok", "ok"]
+    # With authorizer = "local" (the default) Portcullis' own authorizer still decides first.
+    local = node_factory("acl-local", extra=local_acls)
+    assert produce_one(conf(local, "dlg-ann"), t_ann, timeout=10) == "TOPIC_AUTHORIZATION_FAILED"
 
 
 def test_one_token_for_fifty_concurrent_logins_then_revoked_on_credential_delete(

@@ -103,6 +103,9 @@ pub struct DelegatedUpstream {
     /// Work handed out outside [`run`] (revocations), for it to carry out.
     work: mpsc::UnboundedSender<Work>,
     work_rx: Mutex<Option<mpsc::UnboundedReceiver<Work>>>,
+    /// One SCRAM login per live token: its salted-password cache means the PBKDF2 of a token's
+    /// password (4096 rounds of HMAC-SHA-512) runs once, not for every upstream connection.
+    logins: Mutex<HashMap<String, ScramLogin>>,
 }
 
 impl std::fmt::Debug for DelegatedUpstream {
@@ -136,6 +139,7 @@ impl DelegatedUpstream {
             wake: Notify::new(),
             work,
             work_rx: Mutex::new(Some(work_rx)),
+            logins: Mutex::new(HashMap::new()),
         })
     }
 
@@ -469,6 +473,10 @@ impl DelegatedUpstream {
     /// Expires every token upstream (the node is stopping), within `deadline`.
     pub async fn shutdown(&self, upstream: &UpstreamSettings, deadline: Duration) {
         let work = self.lock().cache.drain();
+        self.logins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         if work.is_empty() {
             return;
         }
@@ -517,7 +525,10 @@ impl DelegatedUpstream {
                 principal,
                 token,
                 reason,
-            } => self.expire(upstream, &principal, &token, reason).await,
+            } => {
+                self.forget_login(&token.token_id);
+                self.expire(upstream, &principal, &token, reason).await;
+            }
         }
     }
 
@@ -528,6 +539,29 @@ impl DelegatedUpstream {
 
     fn current(&self, principal: &Principal) -> Option<Arc<UpstreamToken>> {
         self.lock().cache.current(principal)
+    }
+
+    /// The SCRAM login for `token` (shared by every connection using it).
+    fn login_for_token(&self, token: &UpstreamToken) -> ScramLogin {
+        self.logins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(token.token_id.clone())
+            .or_insert_with(|| {
+                ScramLogin::delegation_token(
+                    self.mechanism,
+                    token.token_id.clone(),
+                    token.scram_password(),
+                )
+            })
+            .clone()
+    }
+
+    fn forget_login(&self, token_id: &str) {
+        self.logins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(token_id);
     }
 }
 
@@ -613,12 +647,7 @@ impl LoginModule for TokenLogin {
                 self.principal
             ))
         })?;
-        ScramLogin::delegation_token(
-            self.mechanism,
-            token.token_id.clone(),
-            token.scram_password(),
-        )
-        .start()
+        self.upstream.login_for_token(&token).start()
     }
 }
 
