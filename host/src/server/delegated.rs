@@ -160,8 +160,9 @@ impl DelegatedUpstream {
             UpstreamIdentity::Delegated => {}
             _ => return Ok(UpstreamLogin::Service),
         }
-        let token = self.acquire(principal, upstream).await?;
-        let _ = token;
+        // Takes a lease on the principal's token (created now if it has none); the `Lease`
+        // below gives it back when the connection closes.
+        self.acquire(principal, upstream).await?;
         Ok(UpstreamLogin::Delegated {
             login: Arc::new(TokenLogin {
                 upstream: Arc::clone(self),
@@ -189,7 +190,7 @@ impl DelegatedUpstream {
         loop {
             let next = {
                 let mut inner = self.lock();
-                match inner.cache.acquire(principal, now_ms()) {
+                match inner.cache.acquire(principal) {
                     Acquire::Ready(token) => return Ok(token),
                     Acquire::Wait => match inner.creating.get(principal) {
                         Some(sender) => Next::Wait(sender.subscribe()),

@@ -158,8 +158,7 @@ impl UpstreamTokens {
     }
 
     /// A connection of `principal` needs its token. `Ready` takes a lease.
-    pub fn acquire(&mut self, principal: &Principal, now_ms: i64) -> Acquire {
-        let _ = now_ms;
+    pub fn acquire(&mut self, principal: &Principal) -> Acquire {
         match self.entries.get_mut(principal) {
             None => {
                 self.entries.insert(
@@ -476,16 +475,16 @@ mod tests {
     fn concurrent_acquires_create_once() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        assert_eq!(cache.acquire(&alice, 0), Acquire::Create);
+        assert_eq!(cache.acquire(&alice), Acquire::Create);
         for _ in 0..49 {
-            assert_eq!(cache.acquire(&alice, 0), Acquire::Wait);
+            assert_eq!(cache.acquire(&alice), Acquire::Wait);
         }
         assert_eq!(
             cache.created(&alice, Ok(token("t1", 0, 100_000, 200_000)), 0, 0.5),
             None
         );
         for _ in 0..50 {
-            assert!(matches!(cache.acquire(&alice, 1), Acquire::Ready(t) if t.token_id == "t1"));
+            assert!(matches!(cache.acquire(&alice), Acquire::Ready(t) if t.token_id == "t1"));
         }
     }
 
@@ -493,18 +492,18 @@ mod tests {
     fn a_failed_creation_lets_the_next_caller_try_again() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        assert_eq!(cache.acquire(&alice, 0), Acquire::Create);
+        assert_eq!(cache.acquire(&alice), Acquire::Create);
         assert_eq!(cache.created(&alice, Err(()), 0, 0.5), None);
-        assert_eq!(cache.acquire(&alice, 1), Acquire::Create);
+        assert_eq!(cache.acquire(&alice), Acquire::Create);
     }
 
     #[test]
     fn renews_before_expiry_then_replaces_before_the_maximum() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        let _ = cache.acquire(&alice, 0);
+        let _ = cache.acquire(&alice);
         let _ = cache.created(&alice, Ok(token("t1", 0, 10_000, 30_000)), 0, 0.0);
-        let _ = cache.acquire(&alice, 0);
+        let _ = cache.acquire(&alice);
         // 80 % of the 10 s expiry (too short for the 60 s / 300 s buffers).
         assert_eq!(cache.next_deadline(), Some(8_000));
         assert!(cache.poll(7_999).is_empty());
@@ -540,10 +539,10 @@ mod tests {
     fn idle_principals_lose_their_token() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        let _ = cache.acquire(&alice, 0);
+        let _ = cache.acquire(&alice);
         let _ = cache.created(&alice, Ok(token("t1", 0, 1_000_000, 2_000_000)), 0, 0.0);
-        let _ = cache.acquire(&alice, 0);
-        let _ = cache.acquire(&alice, 0);
+        let _ = cache.acquire(&alice);
+        let _ = cache.acquire(&alice);
         cache.release(&alice, 100);
         assert!(cache.poll(5_000).is_empty(), "one connection still open");
         cache.release(&alice, 5_000);
@@ -564,7 +563,7 @@ mod tests {
         let mut cache = UpstreamTokens::new(policy());
         for name in ["a", "b", "c"] {
             let p = Principal::user(name);
-            let _ = cache.acquire(&p, 0);
+            let _ = cache.acquire(&p);
             let _ = cache.created(&p, Ok(token(name, 0, 1_000_000, 2_000_000)), 0, 0.0);
         }
         assert!(matches!(
