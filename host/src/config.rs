@@ -446,6 +446,9 @@ pub struct ForwardingConfig {
     /// API keys refused outright.
     #[serde(default)]
     pub deny_api_keys: Vec<i16>,
+    /// `[forwarding.delegated]`: the `delegated` policy's settings (see `delegated_config.rs`).
+    #[serde(default)]
+    pub delegated: crate::delegated_config::DelegatedConfig,
 }
 
 impl Default for ForwardingConfig {
@@ -453,6 +456,7 @@ impl Default for ForwardingConfig {
         Self {
             policy: default_policy(),
             deny_api_keys: Vec::new(),
+            delegated: Default::default(),
         }
     }
 }
@@ -1446,6 +1450,7 @@ impl ForwardingConfig {
         if self.policy.trim().is_empty() {
             return Err(invalid("forwarding.policy", "must not be empty"));
         }
+        self.delegated.validate()?;
         for key in &self.deny_api_keys {
             if kafka_protocol::messages::ApiKey::try_from(*key).is_err() {
                 return Err(invalid(

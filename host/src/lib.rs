@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod delegated_config;
 pub mod node;
 pub mod plugin_config;
 pub mod plugin_loader;

@@ -943,8 +943,16 @@ fn build_policy(
         builtin,
         registry::policies().map(|f| f.name),
         |factory| {
+            // `delegated` is configured in `[forwarding.delegated]`, not a `[plugins.*]` table.
+            let delegated_text;
+            let text = if factory.name == "delegated" {
+                delegated_text = config.forwarding.delegated.policy_text();
+                delegated_text.as_str()
+            } else {
+                tables.text(name)
+            };
             (factory.build)(
-                tables.text(name),
+                text,
                 &context.host_for(name),
                 &ForwardingSettings::new(deny.clone()),
             )

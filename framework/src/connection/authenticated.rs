@@ -120,7 +120,7 @@ fn route(
             .policy
             .route(&RequestInfo::new(api_key, version, &session.principal));
     match decision {
-        Route::Upstream { .. } => {
+        Route::Upstream { identity } => {
             let (frame, plan) = match &conn.config.authorizer {
                 None => (frame, ResponsePlan::unchanged()),
                 Some(authorizer) => match authorize(conn, &session, authorizer, header, &frame) {
@@ -146,6 +146,7 @@ fn route(
                 expects_response,
                 frame,
                 plan,
+                identity,
             };
             (
                 State::Authenticated(session),

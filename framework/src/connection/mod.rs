@@ -280,6 +280,8 @@ pub struct Forwarded {
     /// `plan.apply(response_frame)` (skippable when `plan.is_unchanged()`); an error closes the
     /// client connection.
     pub plan: ResponsePlan,
+    /// Who the upstream connection acts as (the forwarding policy's choice).
+    pub identity: crate::forwarding::UpstreamIdentity,
 }
 
 /// One client connection's security state.

@@ -454,6 +454,7 @@ fn authenticated_requests_are_forwarded_unchanged() {
             expects_response: true,
             frame: metadata,
             plan: crate::authorization::ResponsePlan::unchanged(),
+            identity: UpstreamIdentity::Service,
         })]
     );
 }

@@ -96,6 +96,8 @@ enum DriverError {
         address: String,
         source: UpstreamError,
     },
+    #[error("{0}")]
+    Delegated(#[from] super::delegated::DelegatedError),
     #[error("cannot rewrite the upstream's response: {0}")]
     Rewrite(#[from] RewriteError),
     #[error("cannot apply authorization to the upstream's response: {0}")]
@@ -144,6 +146,7 @@ pub(super) async fn serve<S>(
         writer: BufWriter::new(write),
         queue: ResponseQueue::new(),
         upstream: None,
+        upstream_lease: None,
         reservation: None,
         accepted_at: now,
         last_activity: now,
@@ -165,6 +168,8 @@ struct Driver<S> {
     writer: BufWriter<WriteHalf<S>>,
     queue: ResponseQueue,
     upstream: Option<UpstreamConnection>,
+    /// With the `delegated` policy: the lease on the principal's upstream token.
+    upstream_lease: Option<super::delegated::Lease>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
@@ -362,7 +367,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             match action {
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
-                    if let Err(e) = self.forward(&request.frame).await {
+                    if let Err(e) = self.forward(&request.frame, &request.identity).await {
                         return Some(Phase::Closing(End::Failed(e)));
                     }
                     forwarded = true;
@@ -403,8 +408,12 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     }
 
     /// Sends one client frame upstream (queued; `apply` flushes once per client frame).
-    async fn forward(&mut self, frame: &[u8]) -> Result<(), DriverError> {
-        let upstream = self.upstream().await?;
+    async fn forward(
+        &mut self,
+        frame: &[u8],
+        identity: &portcullis::forwarding::UpstreamIdentity,
+    ) -> Result<(), DriverError> {
+        let upstream = self.upstream(identity).await?;
         if let Err(source) = upstream.reauthenticate_if_due().await {
             return Err(self.upstream_error(source));
         }
@@ -418,9 +427,21 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     }
 
     /// The connection's upstream, opened on the first forwarded request.
-    async fn upstream(&mut self) -> Result<&mut UpstreamConnection, DriverError> {
+    async fn upstream(
+        &mut self,
+        identity: &portcullis::forwarding::UpstreamIdentity,
+    ) -> Result<&mut UpstreamConnection, DriverError> {
         if self.upstream.is_none() {
-            let settings = &self.shared.upstream;
+            // Who the connection acts as: the service login, or (delegated) the principal's token.
+            let (own_settings, lease) = super::delegated::connection_settings(
+                self.shared.delegated.as_ref(),
+                &self.shared.upstream,
+                identity,
+                self.connection.session().map(|s| &s.principal),
+            )
+            .await?;
+            self.upstream_lease = lease;
+            let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
             let opened = match self.target {
                 Target::Bootstrap => {
                     UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
@@ -597,6 +618,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             End::Failed(
                 e @ (DriverError::Upstream { .. }
                 | DriverError::Rewrite(_)
+                | DriverError::Delegated(_)
                 | DriverError::Authorization(_)
                 | DriverError::Step(_)),
             ) => tracing::warn!(%peer, ?target, error = %e, "closing client connection"),

@@ -19,6 +19,7 @@
 pub mod admission;
 pub mod brokers;
 mod client;
+pub mod delegated;
 pub mod frames;
 mod listeners;
 mod persist;
@@ -96,6 +97,8 @@ pub struct ServerParts {
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
     /// Where the local APIs' writes go (`None`: they fail with the store error).
     pub store_writer: Option<crate::store_writer::StoreWriter>,
+    /// `[forwarding.delegated]` when the policy is `delegated` (`None` otherwise).
+    pub delegated: Option<crate::delegated_config::DelegatedSettings>,
 }
 
 impl std::fmt::Debug for ServerParts {
@@ -130,6 +133,8 @@ pub(crate) struct Shared {
     limits: ConnectionLimits,
     /// Permits to run a SASL step on the blocking pool (see `client::step_off_runtime`).
     sasl_workers: Arc<Semaphore>,
+    /// The `delegated` policy's upstream tokens.
+    delegated: Option<Arc<delegated::DelegatedUpstream>>,
 }
 
 /// The per-connection time limits.
@@ -200,6 +205,35 @@ impl Server {
             free_failures: limits.failed_authentication.free_failures,
             half_life: Duration::from_millis(limits.failed_authentication.half_life_ms.max(1)),
         };
+        let delegated = parts.delegated.as_ref().map(|settings| {
+            let service = login
+                .as_ref()
+                .map(|l| l.credential().principal_name)
+                .unwrap_or_else(|| "ANONYMOUS".to_owned());
+            let delegated = delegated::DelegatedUpstream::new(settings.clone(), service);
+            // A removed or changed credential expires that principal's upstream token at once.
+            let subscription = parts.events.subscribe(4_096);
+            let revoker = Arc::clone(&delegated);
+            let spawned = std::thread::Builder::new()
+                .name("portcullis-delegated-revocation".into())
+                .spawn(move || {
+                    while let Some(event) = subscription.recv() {
+                        if let portcullis::events::Event::CredentialChanged { user, .. } = event {
+                            revoker.revoke(&portcullis::principal::Principal::user(user));
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the delegated-token revocation thread");
+            }
+            delegated
+        });
+        // `authorizer = "upstream"`: upstream-bound requests are allowed locally, the upstream
+        // decides as the client's principal.
+        let upstream_decides = parts
+            .delegated
+            .as_ref()
+            .is_some_and(|s| s.authorizer == crate::delegated_config::AuthorizerMode::Upstream);
         let connection_config = ConnectionConfig::new(
             listener.name.clone(),
             parts.mechanisms,
@@ -222,8 +256,8 @@ impl Server {
                 .is_some_and(|w| w.cluster().is_some()),
         );
         let connection_config = match parts.authorizer {
-            Some(authorizer) => connection_config.with_authorizer(authorizer),
-            None => connection_config,
+            Some(authorizer) if !upstream_decides => connection_config.with_authorizer(authorizer),
+            _ => connection_config,
         };
 
         let bootstrap = reserve_port(&listener.address)
@@ -262,6 +296,7 @@ impl Server {
                 close_pause: Duration::from_millis(limits.close_pause_ms),
             },
             sasl_workers: Arc::new(Semaphore::new(sasl_worker_count())),
+            delegated,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -314,6 +349,13 @@ impl Server {
             .context("bootstrap listener address")?;
         tracing::info!(listener = %shared.connection_config.listener, tls = shared.tls.is_some(), "listening on {local}");
         tokio::spawn(refresh_periodically(shared.clone()));
+        if let Some(delegated) = &shared.delegated {
+            tokio::spawn(delegated::run(
+                Arc::clone(delegated),
+                SharedUpstream(shared.clone()),
+                shared.shutdown.clone(),
+            ));
+        }
         tokio::spawn(accept_loop(shared.clone(), bootstrap, Target::Bootstrap));
         shutdown.await;
         let open = shared.admission.live();
@@ -332,7 +374,20 @@ impl Server {
                 "stopped: the grace period ended before every connection had closed"
             ),
         }
+        if let Some(delegated) = &shared.delegated {
+            delegated.shutdown(&shared.upstream, grace).await;
+        }
         Ok(())
+    }
+}
+
+/// The node's upstream settings, for tasks that hold the shared state.
+struct SharedUpstream(Arc<Shared>);
+
+impl std::ops::Deref for SharedUpstream {
+    type Target = UpstreamSettings;
+    fn deref(&self) -> &UpstreamSettings {
+        &self.0.upstream
     }
 }
 
@@ -379,6 +434,8 @@ impl ServerParts {
             authorizer: node.authorizer.clone(),
             local_handlers: node.local_handlers.clone(),
             store_writer: Some(node.writer.clone()),
+            delegated: (node.config.forwarding.policy == "delegated")
+                .then(|| node.config.forwarding.delegated.0.clone()),
         }
     }
 }
