@@ -247,9 +247,17 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 /// `serve`: logs to stderr (`RUST_LOG`, default `info`), builds the node and runs the server on
 /// a multi-threaded runtime until it stops.
 fn serve(path: &Path) -> anyhow::Result<()> {
-    init_tracing();
-    let config = load_config(path)?;
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(e) => {
+            init_tracing();
+            return Err(e);
+        }
+    };
+    // Before the runtime: the OTLP exporters own their threads and blocking HTTP clients.
+    let telemetry = crate::telemetry::init(&config.telemetry)?;
     let node = Node::build(config).context("cannot start the node")?;
+    crate::telemetry::admin::set_store_replayed();
     warn_refused(&node.plugins);
     tracing::info!(
         node = node.config.node.id,
@@ -263,7 +271,16 @@ fn serve(path: &Path) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(crate::server::run(Arc::new(node)))
+    let admin = node.config.telemetry.prometheus_address.clone();
+    let result = runtime.block_on(async {
+        if let Some(address) = admin {
+            crate::telemetry::admin::serve(&address, telemetry.prometheus.clone()).await?;
+        }
+        crate::server::run(Arc::new(node)).await
+    });
+    drop(runtime);
+    telemetry.shutdown();
+    result
 }
 
 fn init_tracing() {

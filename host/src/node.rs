@@ -289,6 +289,8 @@ impl Node {
             authorizer
         };
         let authorizer = audited(&config, authorizer)?;
+        // Every check becomes an `authorize` span and counts (docs/observability.md).
+        let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
         let local_handlers = local_handlers(
             &credentials,
             tokens.clone(),
@@ -342,6 +344,7 @@ impl Node {
             subscribers.push(counts);
         }
 
+        crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
         Ok(Node {
             config,
             store,
@@ -355,7 +358,9 @@ impl Node {
             upstream_login: assembly.upstream_login,
             plugins: assembly.plugins,
             sessions,
-            metrics: Arc::new(SecurityMetrics::default()),
+            metrics: Arc::new(SecurityMetrics::with_recorder(
+                crate::telemetry::metrics::OtelRecorder::shared(),
+            )),
             authorizer,
             local_handlers,
             context,

@@ -65,7 +65,7 @@ pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: 
         }
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        conn.config.metrics.failed_reauthentication();
+        conn.config.metrics.failed_reauthentication(None);
         return pre_auth::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
@@ -73,7 +73,7 @@ pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: 
     let response = pre_auth::handshake_ok(conn, &handshake);
     let phase = if mechanism.name() == previous.mechanism {
         Phase::Exchange(pre_auth::start_exchange(
-            conn, mechanism, &handshake, now_ms,
+            conn, mechanism, &handshake, now_ms, true,
         ))
     } else {
         Phase::BadMechanism {
@@ -97,7 +97,9 @@ pub(super) fn on_frame(
     match phase {
         Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
         Phase::BadMechanism { requested } => {
-            conn.config.metrics.failed_reauthentication();
+            conn.config
+                .metrics
+                .failed_reauthentication(Some(&requested));
             tracing::info!(
                 client = %conn.client_address,
                 "SASL mechanism '{requested}' requested by client is not supported for re-authentication of mechanism '{}'",
