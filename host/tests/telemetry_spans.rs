@@ -1,0 +1,467 @@
+//! The trace a client's requests leave, checked with the OpenTelemetry SDK's in-memory exporter:
+//! an in-process `Server` in front of the real broker named by `PORTCULLIS_TEST_KAFKA` (like
+//! `server_kafka.rs`), the same `tracing` → `tracing-opentelemetry` pipeline as `serve` with an
+//! OTLP endpoint, and a raw Kafka client. Checks the span tree and attributes of a SCRAM login,
+//! an authorized produce, a denied fetch and a failed login, and that no attribute holds a
+//! secret. `#[ignore]`d without a broker; `scripts/test.sh` runs it with `--ignored`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an integration test reports a failure by panicking"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::Value;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use portcullis::acl::{
+    AccessControlEntry, AclBinding, AclOperation, PermissionType, ResourcePattern, ResourceType,
+};
+use portcullis::credentials::ScramMechanism;
+use portcullis::login::SaslClientExchange;
+use portcullis::secret::Secret;
+use portcullis::store::MetadataRecord;
+use portcullis_host::config::Config;
+use portcullis_host::node::Node;
+use portcullis_host::server::{Server, ServerParts};
+use portcullis_plugin_scram::{derive_credential, random_salt, ScramClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::Layer as _;
+
+const USER: &str = "carol";
+const PASSWORD: &str = "carol-Secret-Value-42";
+const WRONG_PASSWORD: &str = "wrong-Secret-Value-99";
+const ALLOWED: &str = "telemetry-allowed";
+const DENIED: &str = "telemetry-denied";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn upstream_bootstrap() -> String {
+    match std::env::var("PORTCULLIS_TEST_KAFKA") {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!("PORTCULLIS_TEST_KAFKA must name the upstream Kafka (host:port); run by scripts/test.sh"),
+    }
+}
+
+struct Client {
+    stream: TcpStream,
+    next_id: i32,
+}
+
+impl Client {
+    async fn connect(address: std::net::SocketAddr) -> Self {
+        let stream = tokio::time::timeout(WAIT, TcpStream::connect(address))
+            .await
+            .unwrap()
+            .unwrap();
+        Self { stream, next_id: 1 }
+    }
+
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        body: &Req,
+    ) -> (i32, Resp) {
+        let correlation_id = self.next_id;
+        self.next_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("telemetry-test")));
+        let mut payload = BytesMut::new();
+        header
+            .encode(&mut payload, api.request_header_version(version))
+            .unwrap();
+        body.encode(&mut payload, version).unwrap();
+        let mut frame = BytesMut::new();
+        frame.extend_from_slice(&i32::try_from(payload.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(&payload);
+        self.stream.write_all(&frame).await.unwrap();
+        let read = async {
+            let mut size = [0u8; 4];
+            self.stream.read_exact(&mut size).await.unwrap();
+            let mut payload = vec![0u8; usize::try_from(i32::from_be_bytes(size)).unwrap()];
+            self.stream.read_exact(&mut payload).await.unwrap();
+            Bytes::from(payload)
+        };
+        let mut response = tokio::time::timeout(WAIT, read).await.expect("no response");
+        let header =
+            ResponseHeader::decode(&mut response, api.response_header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, correlation_id);
+        (
+            correlation_id,
+            Resp::decode(&mut response, version).unwrap(),
+        )
+    }
+
+    /// ApiVersions, SaslHandshake v1, SaslAuthenticate rounds; the last error code.
+    async fn scram_login(&mut self, password: &str) -> i16 {
+        let versions = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("telemetry-test"))
+            .with_client_software_version(StrBytes::from_static_str("1"));
+        let (_, _): (_, kafka_protocol::messages::ApiVersionsResponse) =
+            self.call(ApiKey::ApiVersions, 3, &versions).await;
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
+        let (_, hs): (_, SaslHandshakeResponse) =
+            self.call(ApiKey::SaslHandshake, 1, &handshake).await;
+        assert_eq!(hs.error_code, 0);
+        let mut client = ScramClient::new(
+            ScramMechanism::Sha512,
+            USER,
+            Secret::new(password.to_owned()),
+        );
+        let mut token = client.initial().unwrap();
+        loop {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+            let (_, response): (_, SaslAuthenticateResponse) =
+                self.call(ApiKey::SaslAuthenticate, 2, &request).await;
+            if response.error_code != 0 {
+                return response.error_code;
+            }
+            match client.step(&response.auth_bytes).unwrap() {
+                Some(next) => token = next,
+                None => return 0,
+            }
+        }
+    }
+
+    /// Waits until the server closed the connection.
+    async fn closed(mut self) {
+        let mut byte = [0u8; 1];
+        let _ = tokio::time::timeout(WAIT, self.stream.read(&mut byte)).await;
+    }
+}
+
+fn acl(operation: AclOperation, topic: &str) -> MetadataRecord {
+    MetadataRecord::Acl {
+        binding: AclBinding {
+            pattern: ResourcePattern::new(
+                ResourceType::Topic,
+                topic,
+                portcullis::acl::PatternType::Literal,
+            ),
+            entry: AccessControlEntry {
+                principal: format!("User:{USER}"),
+                host: "*".into(),
+                operation,
+                permission: PermissionType::Allow,
+            },
+        },
+    }
+}
+
+fn records() -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: Some(Bytes::from_static(b"traced")),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &[record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
+}
+
+fn attr_str(span: &SpanData, key: &str) -> String {
+    attr(span, key)
+        .map(|v| v.as_str().into_owned())
+        .unwrap_or_default()
+}
+
+fn parent<'a>(spans: &'a [SpanData], child: &SpanData) -> Option<&'a SpanData> {
+    spans
+        .iter()
+        .find(|s| s.span_context.span_id() == child.parent_span_id)
+}
+
+fn request<'a>(spans: &'a [SpanData], api: &str, correlation_id: i32) -> &'a SpanData {
+    spans
+        .iter()
+        .find(|s| {
+            s.name == format!("kafka {api}")
+                && attr(s, "kafka.correlation_id").map(|v| v.as_str().into_owned())
+                    == Some(correlation_id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {api} request span with correlation id {correlation_id}"))
+}
+
+fn children<'a>(spans: &'a [SpanData], of: &SpanData, name: &str) -> Vec<&'a SpanData> {
+    spans
+        .iter()
+        .filter(|s| s.parent_span_id == of.span_context.span_id() && s.name == name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_login() {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("test"))
+            .with_filter(portcullis_host::telemetry::span_filter()),
+    );
+    // Global: the server's connections run on the runtime's worker threads.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[node]
+id = 1
+data_dir = "{data}"
+
+[listener]
+address = "127.0.0.1:0"
+advertised_host = "127.0.0.1"
+broker_port_base = {port_base}
+sasl_mechanisms = ["SCRAM-SHA-512"]
+failed_authentication_delay_ms = 10
+
+[upstream]
+bootstrap_servers = ["{upstream}"]
+connect_timeout_ms = 10000
+
+[authorizer]
+plugin = "acl"
+"#,
+        data = dir.path().join("data").display(),
+        upstream = upstream_bootstrap(),
+        // Broker listeners at base + node id: a port free now, well below the ephemeral range's top.
+        port_base = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            - 100,
+    );
+    let config: Config = toml::from_str(&text).unwrap();
+    let node = Node::build(config).unwrap();
+    let credential = derive_credential(ScramMechanism::Sha512, PASSWORD, &random_salt(), 4096);
+    node.store
+        .append(&[
+            MetadataRecord::ScramCredential {
+                user: USER.into(),
+                mechanism: ScramMechanism::Sha512,
+                credential,
+            },
+            acl(AclOperation::Write, ALLOWED),
+            acl(AclOperation::Create, ALLOWED),
+            acl(AclOperation::Describe, ALLOWED),
+        ])
+        .unwrap();
+    let node = Arc::new(node);
+    let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
+    let address = server.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while TcpStream::connect(address).await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server not listening"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // 1. A SCRAM login, a produce that is allowed, a fetch that is denied.
+    let mut client = Client::connect(address).await;
+    assert_eq!(client.scram_login(PASSWORD).await, 0);
+    // Creates the topic (CREATE is granted), retrying until its leader is known.
+    let metadata = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(ALLOWED))))]))
+        .with_allow_auto_topic_creation(true);
+    for _ in 0..50 {
+        let (_, m): (_, MetadataResponse) = client.call(ApiKey::Metadata, 9, &metadata).await;
+        if m.topics
+            .first()
+            .is_some_and(|t| t.error_code == 0 && !t.partitions.is_empty())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let produce = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(ALLOWED)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records()))])]);
+    let (produce_id, produced): (_, ProduceResponse) =
+        client.call(ApiKey::Produce, 9, &produce).await;
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(10)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str(DENIED)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let (fetch_id, fetched): (_, FetchResponse) = client.call(ApiKey::Fetch, 12, &fetch).await;
+    // TOPIC_AUTHORIZATION_FAILED.
+    assert_eq!(fetched.responses[0].partitions[0].error_code, 29);
+    drop(client);
+
+    // 2. A failed login.
+    let mut failing = Client::connect(address).await;
+    assert_eq!(failing.scram_login(WRONG_PASSWORD).await, 58);
+    failing.closed().await;
+
+    // The connection spans end when the server closes the connections; wait for both.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let spans = loop {
+        let spans = exporter.get_finished_spans().unwrap();
+        if spans
+            .iter()
+            .filter(|s| s.name == "kafka.connection")
+            .count()
+            >= 2
+        {
+            break spans;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connection spans never ended: {:?}",
+            spans.iter().map(|s| s.name.to_string()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    // The produce: request span under the connection, with authorize and upstream children, all
+    // in one trace.
+    let produce = request(&spans, "Produce", produce_id);
+    let connection = parent(&spans, produce).expect("the request has a parent");
+    assert_eq!(connection.name, "kafka.connection");
+    assert_eq!(attr_str(connection, "enduser.id"), format!("User:{USER}"));
+    assert_eq!(attr_str(produce, "enduser.id"), format!("User:{USER}"));
+    assert_eq!(attr_str(produce, "portcullis.route"), "upstream");
+    assert_eq!(attr_str(produce, "messaging.system"), "kafka");
+    assert_eq!(attr_str(produce, "kafka.api_version"), "9");
+    let authorize = children(&spans, produce, "authorize");
+    assert_eq!(authorize.len(), 1, "one authorize span under the produce");
+    assert_eq!(attr_str(authorize[0], "authz.decision"), "allowed");
+    assert!(
+        attr_str(authorize[0], "authz.actions").contains(&format!("WRITE TOPIC:{ALLOWED} allowed"))
+    );
+    assert!(
+        attr_str(authorize[0], "authz.rule").contains("acl "),
+        "{:?}",
+        authorize[0].attributes
+    );
+    let upstream = children(&spans, produce, "upstream");
+    assert_eq!(upstream.len(), 1, "one upstream span under the produce");
+    assert_eq!(
+        upstream[0].span_kind,
+        opentelemetry::trace::SpanKind::Client
+    );
+    assert!(!attr_str(upstream[0], "server.address").is_empty());
+    let trace = produce.span_context.trace_id();
+    assert!([connection, authorize[0], upstream[0]]
+        .iter()
+        .all(|s| s.span_context.trace_id() == trace));
+
+    // The login: a sasl.authenticate span in the same trace, successful, naming the principal.
+    let sasl: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "sasl.authenticate" && s.span_context.trace_id() == trace)
+        .collect();
+    assert_eq!(sasl.len(), 1);
+    assert_eq!(attr_str(sasl[0], "sasl.mechanism"), "SCRAM-SHA-512");
+    assert_eq!(attr_str(sasl[0], "sasl.outcome"), "success");
+    assert_eq!(attr_str(sasl[0], "enduser.id"), format!("User:{USER}"));
+    assert_eq!(parent(&spans, sasl[0]).unwrap().name, "kafka SaslHandshake");
+
+    // The fetch: denied locally, never forwarded.
+    let fetch = request(&spans, "Fetch", fetch_id);
+    assert_eq!(attr_str(fetch, "portcullis.route"), "local");
+    let authorize = children(&spans, fetch, "authorize");
+    assert_eq!(authorize.len(), 1);
+    assert_eq!(attr_str(authorize[0], "authz.decision"), "denied");
+    assert!(
+        attr_str(authorize[0], "authz.actions").contains(&format!("READ TOPIC:{DENIED} denied"))
+    );
+    assert!(attr_str(authorize[0], "authz.rule").contains("default_deny"));
+    assert!(children(&spans, fetch, "upstream").is_empty());
+
+    // The failed login: its own trace, outcome failure, no principal.
+    let failed: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "sasl.authenticate" && attr_str(s, "sasl.outcome") == "failure")
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_ne!(failed[0].span_context.trace_id(), trace);
+    assert!(attr(failed[0], "enduser.id").is_none());
+    assert!(!attr_str(failed[0], "sasl.failure").is_empty());
+
+    // No secret anywhere: neither password, nor anything derived that a client sent.
+    for span in &spans {
+        for kv in &span.attributes {
+            let value = kv.value.as_str();
+            assert!(
+                !value.contains(PASSWORD) && !value.contains(WRONG_PASSWORD),
+                "{} carries a password in {}",
+                span.name,
+                kv.key
+            );
+            assert!(!kv.key.as_str().contains("password"));
+        }
+    }
+
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    drop(node);
+}
