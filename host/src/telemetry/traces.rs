@@ -126,10 +126,10 @@ pub fn record_decision(span: &tracing::Span, connection: &Connection, actions: &
         // The connection's span (current while its task runs) names the principal too.
         tracing::Span::current().record("enduser.id", tracing::field::display(&session.principal));
     }
-    let route = actions.iter().find_map(|a| match a {
-        Action::Forward(_) => Some("upstream"),
-        Action::Respond(_) | Action::Persist(_) => Some("local"),
-        Action::Close(_) | Action::CloseAfter(_) | Action::CloseAfterInFlight(_) => Some("closed"),
+    let route = actions.first().map(|a| match a {
+        Action::Forward(_) => "upstream",
+        Action::Respond(_) | Action::Persist(_) => "local",
+        Action::Close(_) | Action::CloseAfter(_) | Action::CloseAfterInFlight(_) => "closed",
     });
     if let Some(route) = route {
         span.record("portcullis.route", route);
