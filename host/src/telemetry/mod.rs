@@ -144,10 +144,18 @@ fn log_filter() -> EnvFilter {
     }
 }
 
-/// Which spans the OpenTelemetry layer exports: the [`SPAN_TARGET`] ones, at info and above.
+/// What the OpenTelemetry layer exports: the [`SPAN_TARGET`] spans, at info and above, and the
+/// log lines plugins write through the host services (target `portcullis::plugin`), which become
+/// events of the span current when the plugin was called (a dynamic authorizer's lines land on
+/// its `authorize` span).
 pub fn span_filter() -> Targets {
-    Targets::new().with_target(SPAN_TARGET, LevelFilter::INFO)
+    Targets::new()
+        .with_target(SPAN_TARGET, LevelFilter::INFO)
+        .with_target(PLUGIN_LOG_TARGET, LevelFilter::INFO)
 }
+
+/// The target of plugin log lines (`HostServices::log`).
+pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 
 /// Sets up logs, traces and metrics for `serve`, before the async runtime starts (the blocking
 /// OTLP client must not be created on a runtime thread). Must be called once per process.
