@@ -50,6 +50,32 @@ impl SessionClosed {
     }
 }
 
+/// A delegation-token API call (KIP-48), as counted and traced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TokenOperation {
+    /// CreateDelegationToken.
+    Create,
+    /// RenewDelegationToken.
+    Renew,
+    /// ExpireDelegationToken.
+    Expire,
+    /// DescribeDelegationToken.
+    Describe,
+}
+
+impl TokenOperation {
+    /// The attribute value (`create` / `renew` / `expire` / `describe`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenOperation::Create => "create",
+            TokenOperation::Renew => "renew",
+            TokenOperation::Expire => "expire",
+            TokenOperation::Describe => "describe",
+        }
+    }
+}
+
 /// Receives every counted security event with its labels (the host's telemetry). Called on the
 /// request path: implementations only bump instruments, they never block.
 pub trait SecurityRecorder: Send + Sync {
@@ -58,6 +84,12 @@ pub trait SecurityRecorder: Send + Sync {
     fn authentication(&self, mechanism: Option<&str>, reauthentication: bool, outcome: AuthOutcome);
     /// The gateway closed an authenticated session.
     fn session_closed(&self, reason: SessionClosed);
+    /// A delegation-token API call was answered: `outcome` is `success` or the Kafka error name
+    /// it was refused with (`DELEGATION_TOKEN_NOT_FOUND`, ...), or `malformed` when the request
+    /// could not be read. A no-op unless the recorder counts tokens.
+    fn token_operation(&self, operation: TokenOperation, outcome: &'static str) {
+        let _ = (operation, outcome);
+    }
 }
 
 /// Counters shared by every connection of a node.

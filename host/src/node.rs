@@ -466,7 +466,11 @@ fn local_handlers(
         authorizer.clone(),
         reserve_token_ids,
     ));
-    handlers.extend(DelegationTokenApis::handlers(tokens, authorizer));
+    handlers.extend(DelegationTokenApis::handlers_recording(
+        tokens,
+        authorizer,
+        Some(crate::telemetry::metrics::OtelRecorder::shared()),
+    ));
     handlers
 }
 

@@ -2,8 +2,9 @@
 //! an in-process `Server` in front of the real broker named by `PORTCULLIS_TEST_KAFKA` (like
 //! `server_kafka.rs`), the same `tracing` → `tracing-opentelemetry` pipeline as `serve` with an
 //! OTLP endpoint, and a raw Kafka client. Checks the span tree and attributes of a SCRAM login,
-//! an authorized produce, a denied fetch and a failed login, and that no attribute holds a
-//! secret. `#[ignore]`d without a broker; `scripts/test.sh` runs it with `--ignored`.
+//! an authorized produce, a denied fetch, a failed login and the delegation-token operations
+//! (create, renew, describe, expire, a renew of an unknown token), and that no attribute holds a
+//! secret (neither a password nor a token's HMAC). `#[ignore]`d without a broker; `scripts/test.sh` runs it with `--ignored`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -20,9 +21,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
+    ApiKey, ApiVersionsRequest, CreateDelegationTokenRequest, CreateDelegationTokenResponse,
+    DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -272,6 +276,9 @@ connect_timeout_ms = 10000
 
 [authorizer]
 plugin = "acl"
+
+[delegation_tokens]
+secret = "telemetry-token-secret"
 "#,
         data = dir.path().join("data").display(),
         upstream = upstream_bootstrap(),
@@ -354,6 +361,59 @@ plugin = "acl"
     let (fetch_id, fetched): (_, FetchResponse) = client.call(ApiKey::Fetch, 12, &fetch).await;
     // TOPIC_AUTHORIZATION_FAILED.
     assert_eq!(fetched.responses[0].partitions[0].error_code, 29);
+
+    // Token operations: create, renew, renew an unknown token, describe, expire.
+    let (create_id, created): (_, CreateDelegationTokenResponse) = client
+        .call(
+            ApiKey::CreateDelegationToken,
+            3,
+            &CreateDelegationTokenRequest::default().with_max_lifetime_ms(-1),
+        )
+        .await;
+    assert_eq!(created.error_code, 0);
+    let hmac = created.hmac.clone();
+    let token_id = created.token_id.to_string();
+    let (renew_id, renewed): (_, RenewDelegationTokenResponse) = client
+        .call(
+            ApiKey::RenewDelegationToken,
+            2,
+            &RenewDelegationTokenRequest::default()
+                .with_hmac(hmac.clone())
+                .with_renew_period_ms(-1),
+        )
+        .await;
+    assert_eq!(renewed.error_code, 0);
+    let (unknown_id, unknown): (_, RenewDelegationTokenResponse) = client
+        .call(
+            ApiKey::RenewDelegationToken,
+            2,
+            &RenewDelegationTokenRequest::default()
+                .with_hmac(Bytes::from_static(&[7u8; 64]))
+                .with_renew_period_ms(-1),
+        )
+        .await;
+    // DELEGATION_TOKEN_NOT_FOUND.
+    assert_eq!(unknown.error_code, 62);
+    let (describe_id, described): (_, DescribeDelegationTokenResponse) = client
+        .call(
+            ApiKey::DescribeDelegationToken,
+            3,
+            // Null owners: every token the requester may see.
+            &DescribeDelegationTokenRequest::default().with_owners(None),
+        )
+        .await;
+    assert_eq!(described.error_code, 0);
+    assert_eq!(described.tokens.len(), 1);
+    let (expire_id, expired): (_, ExpireDelegationTokenResponse) = client
+        .call(
+            ApiKey::ExpireDelegationToken,
+            2,
+            &ExpireDelegationTokenRequest::default()
+                .with_hmac(hmac.clone())
+                .with_expiry_time_period_ms(-1),
+        )
+        .await;
+    assert_eq!(expired.error_code, 0);
     drop(client);
 
     // 2. A failed login.
@@ -447,10 +507,70 @@ plugin = "acl"
     assert!(attr(failed[0], "enduser.id").is_none());
     assert!(!attr_str(failed[0], "sasl.failure").is_empty());
 
-    // No secret anywhere: neither password, nor anything derived that a client sent.
+    // The token operations: one span each under its request, naming the requester, the token and
+    // its owner, and the outcome.
+    let principal = format!("User:{USER}");
+    for (api, id, operation, outcome) in [
+        ("CreateDelegationToken", create_id, "create", "success"),
+        ("RenewDelegationToken", renew_id, "renew", "success"),
+        (
+            "DescribeDelegationToken",
+            describe_id,
+            "describe",
+            "success",
+        ),
+        ("ExpireDelegationToken", expire_id, "expire", "success"),
+        (
+            "RenewDelegationToken",
+            unknown_id,
+            "renew",
+            "DELEGATION_TOKEN_NOT_FOUND",
+        ),
+    ] {
+        let request = request(&spans, api, id);
+        assert_eq!(attr_str(request, "portcullis.route"), "local");
+        let name = format!("delegation_token.{operation}");
+        let token = children(&spans, request, &name);
+        assert_eq!(token.len(), 1, "one {name} span under {api} {id}");
+        let token = token[0];
+        assert_eq!(
+            token.span_context.trace_id(),
+            trace,
+            "{name} in the connection's trace"
+        );
+        assert_eq!(attr_str(token, "token.operation"), operation);
+        assert_eq!(attr_str(token, "enduser.id"), principal);
+        assert_eq!(attr_str(token, "token.outcome"), outcome, "{name} {id}");
+        match (operation, outcome) {
+            ("describe", _) => assert_eq!(attr_str(token, "token.count"), "1"),
+            (_, "success") => {
+                assert_eq!(attr_str(token, "token.id"), token_id);
+                assert_eq!(attr_str(token, "token.owner"), principal);
+            }
+            _ => {
+                assert!(attr(token, "token.id").is_none());
+                assert!(attr(token, "token.owner").is_none());
+            }
+        }
+    }
+
+    // No secret anywhere: neither password, nor anything derived that a client sent, nor the
+    // token's HMAC (its password: base64 on the SASL wire) in any spelling.
+    use base64::Engine as _;
+    let hmac_base64 = base64::engine::general_purpose::STANDARD.encode(&hmac);
+    let hmac_hex: String = hmac.iter().map(|b| format!("{b:02x}")).collect();
+    let hmac_debug = format!("{:?}", hmac.as_ref());
     for span in &spans {
         for kv in &span.attributes {
             let value = kv.value.as_str();
+            assert!(
+                !value.contains(&hmac_base64)
+                    && !value.to_lowercase().contains(&hmac_hex)
+                    && !value.contains(hmac_debug.trim_matches(|c| c == '[' || c == ']')),
+                "{} carries the token's HMAC in {}",
+                span.name,
+                kv.key
+            );
             assert!(
                 !value.contains(PASSWORD) && !value.contains(WRONG_PASSWORD),
                 "{} carries a password in {}",

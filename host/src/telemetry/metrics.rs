@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use opentelemetry::metrics::{Counter, Histogram, Meter, ObservableCounter, ObservableGauge};
 use opentelemetry::KeyValue;
-use portcullis::metrics::{AuthOutcome, SecurityRecorder, SessionClosed};
+use portcullis::metrics::{AuthOutcome, SecurityRecorder, SessionClosed, TokenOperation};
 use portcullis::reauth::ReauthScheduler;
 
 /// Every instrument the host records.
@@ -23,6 +23,8 @@ pub struct Instruments {
     pub upstream_duration: Histogram<f64>,
     /// `portcullis.plugin.load.failures`: plugins refused at start.
     pub plugin_load_failures: Counter<u64>,
+    /// `portcullis.delegation_token.operations`: token API calls answered, by operation and outcome.
+    pub token_operations: Counter<u64>,
     meter: Meter,
 }
 
@@ -71,6 +73,13 @@ impl Instruments {
                 .u64_counter("portcullis.plugin.load.failures")
                 .with_unit("{plugin}")
                 .with_description("Dynamic plugins refused when the gateway started")
+                .build(),
+            token_operations: meter
+                .u64_counter("portcullis.delegation_token.operations")
+                .with_unit("{operation}")
+                .with_description(
+                    "Delegation-token API calls answered, by operation (create, renew, expire, describe) and outcome",
+                )
                 .build(),
             meter,
         }
@@ -133,6 +142,16 @@ impl SecurityRecorder for OtelRecorder {
         instruments()
             .sessions_closed
             .add(1, &[KeyValue::new("reason", reason.as_str())]);
+    }
+
+    fn token_operation(&self, operation: TokenOperation, outcome: &'static str) {
+        instruments().token_operations.add(
+            1,
+            &[
+                KeyValue::new("operation", operation.as_str()),
+                KeyValue::new("outcome", outcome),
+            ],
+        );
     }
 }
 
