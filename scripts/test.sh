@@ -185,7 +185,7 @@ run_host_kafka_tests() {
     PORTCULLIS_TEST_KAFKA_SASL=$KAFKA_SASL_BOOTSTRAP \
     PORTCULLIS_TEST_KAFKA_SASL_USER=$KAFKA_SASL_USER \
     PORTCULLIS_TEST_KAFKA_SASL_PASSWORD=$KAFKA_SASL_PASSWORD \
-    cargo test -p portcullis-host --test server_kafka --test telemetry_spans -- --ignored
+    cargo test -p portcullis-host --test server_kafka --test telemetry_spans --test telemetry_metrics -- --ignored
 }
 if ((!interop_only)) && [[ $target == portcullis ]]; then
   step "host tests against kafka" run_host_kafka_tests || true

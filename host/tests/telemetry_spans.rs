@@ -13,7 +13,8 @@
     reason = "an integration test reports a failure by panicking"
 )]
 
-use std::sync::Arc;
+mod telemetry_common;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -21,33 +22,21 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateDelegationTokenRequest, CreateDelegationTokenResponse,
+    ApiKey, CreateDelegationTokenRequest, CreateDelegationTokenResponse,
     DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, ExpireDelegationTokenRequest,
     ExpireDelegationTokenResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, ProduceResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
-    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
+    TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use portcullis::acl::{
-    AccessControlEntry, AclBinding, AclOperation, PermissionType, ResourcePattern, ResourceType,
-};
-use portcullis::credentials::ScramMechanism;
-use portcullis::login::SaslClientExchange;
-use portcullis::secret::Secret;
-use portcullis::store::MetadataRecord;
-use portcullis_host::config::Config;
-use portcullis_host::node::Node;
-use portcullis_host::server::{Server, ServerParts};
-use portcullis_plugin_scram::{derive_credential, random_salt, ScramClient};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use portcullis::acl::AclOperation;
+use telemetry_common::{allow, scram_user, Client, Gateway, WAIT};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::Layer as _;
 
@@ -56,125 +45,6 @@ const PASSWORD: &str = "carol-Secret-Value-42";
 const WRONG_PASSWORD: &str = "wrong-Secret-Value-99";
 const ALLOWED: &str = "telemetry-allowed";
 const DENIED: &str = "telemetry-denied";
-const WAIT: Duration = Duration::from_secs(30);
-
-fn upstream_bootstrap() -> String {
-    match std::env::var("PORTCULLIS_TEST_KAFKA") {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!("PORTCULLIS_TEST_KAFKA must name the upstream Kafka (host:port); run by scripts/test.sh"),
-    }
-}
-
-struct Client {
-    stream: TcpStream,
-    next_id: i32,
-}
-
-impl Client {
-    async fn connect(address: std::net::SocketAddr) -> Self {
-        let stream = tokio::time::timeout(WAIT, TcpStream::connect(address))
-            .await
-            .unwrap()
-            .unwrap();
-        Self { stream, next_id: 1 }
-    }
-
-    async fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        api: ApiKey,
-        version: i16,
-        body: &Req,
-    ) -> (i32, Resp) {
-        let correlation_id = self.next_id;
-        self.next_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("telemetry-test")));
-        let mut payload = BytesMut::new();
-        header
-            .encode(&mut payload, api.request_header_version(version))
-            .unwrap();
-        body.encode(&mut payload, version).unwrap();
-        let mut frame = BytesMut::new();
-        frame.extend_from_slice(&i32::try_from(payload.len()).unwrap().to_be_bytes());
-        frame.extend_from_slice(&payload);
-        self.stream.write_all(&frame).await.unwrap();
-        let read = async {
-            let mut size = [0u8; 4];
-            self.stream.read_exact(&mut size).await.unwrap();
-            let mut payload = vec![0u8; usize::try_from(i32::from_be_bytes(size)).unwrap()];
-            self.stream.read_exact(&mut payload).await.unwrap();
-            Bytes::from(payload)
-        };
-        let mut response = tokio::time::timeout(WAIT, read).await.expect("no response");
-        let header =
-            ResponseHeader::decode(&mut response, api.response_header_version(version)).unwrap();
-        assert_eq!(header.correlation_id, correlation_id);
-        (
-            correlation_id,
-            Resp::decode(&mut response, version).unwrap(),
-        )
-    }
-
-    /// ApiVersions, SaslHandshake v1, SaslAuthenticate rounds; the last error code.
-    async fn scram_login(&mut self, password: &str) -> i16 {
-        let versions = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("telemetry-test"))
-            .with_client_software_version(StrBytes::from_static_str("1"));
-        let (_, _): (_, kafka_protocol::messages::ApiVersionsResponse) =
-            self.call(ApiKey::ApiVersions, 3, &versions).await;
-        let handshake = SaslHandshakeRequest::default()
-            .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
-        let (_, hs): (_, SaslHandshakeResponse) =
-            self.call(ApiKey::SaslHandshake, 1, &handshake).await;
-        assert_eq!(hs.error_code, 0);
-        let mut client = ScramClient::new(
-            ScramMechanism::Sha512,
-            USER,
-            Secret::new(password.to_owned()),
-        );
-        let mut token = client.initial().unwrap();
-        loop {
-            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-            let (_, response): (_, SaslAuthenticateResponse) =
-                self.call(ApiKey::SaslAuthenticate, 2, &request).await;
-            if response.error_code != 0 {
-                return response.error_code;
-            }
-            match client.step(&response.auth_bytes).unwrap() {
-                Some(next) => token = next,
-                None => return 0,
-            }
-        }
-    }
-
-    /// Waits until the server closed the connection.
-    async fn closed(mut self) {
-        let mut byte = [0u8; 1];
-        let _ = tokio::time::timeout(WAIT, self.stream.read(&mut byte)).await;
-    }
-}
-
-fn acl(operation: AclOperation, topic: &str) -> MetadataRecord {
-    MetadataRecord::Acl {
-        binding: AclBinding {
-            pattern: ResourcePattern::new(
-                ResourceType::Topic,
-                topic,
-                portcullis::acl::PatternType::Literal,
-            ),
-            entry: AccessControlEntry {
-                principal: format!("User:{USER}"),
-                host: "*".into(),
-                operation,
-                permission: PermissionType::Allow,
-            },
-        },
-    }
-}
-
 fn records() -> Bytes {
     let record = Record {
         transactional: false,
@@ -256,74 +126,21 @@ async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_logi
     // Global: the server's connections run on the runtime's worker threads.
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"
-[node]
-id = 1
-data_dir = "{data}"
-
-[listener]
-address = "127.0.0.1:0"
-advertised_host = "127.0.0.1"
-broker_port_base = {port_base}
-sasl_mechanisms = ["SCRAM-SHA-512"]
-failed_authentication_delay_ms = 10
-
-[upstream]
-bootstrap_servers = ["{upstream}"]
-connect_timeout_ms = 10000
-
-[authorizer]
-plugin = "acl"
-
-[delegation_tokens]
-secret = "telemetry-token-secret"
-"#,
-        data = dir.path().join("data").display(),
-        upstream = upstream_bootstrap(),
-        // Broker listeners at base + node id: a port free now, well below the ephemeral range's top.
-        port_base = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            - 100,
-    );
-    let config: Config = toml::from_str(&text).unwrap();
-    let node = Node::build(config).unwrap();
-    let credential = derive_credential(ScramMechanism::Sha512, PASSWORD, &random_salt(), 4096);
-    node.store
-        .append(&[
-            MetadataRecord::ScramCredential {
-                user: USER.into(),
-                mechanism: ScramMechanism::Sha512,
-                credential,
-            },
-            acl(AclOperation::Write, ALLOWED),
-            acl(AclOperation::Create, ALLOWED),
-            acl(AclOperation::Describe, ALLOWED),
-        ])
-        .unwrap();
-    let node = Arc::new(node);
-    let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
-    let address = server.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(async {
-        let _ = stopped.await;
-    }));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while TcpStream::connect(address).await.is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "server not listening"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let gateway = Gateway::start(
+        "",
+        &[
+            scram_user(USER, PASSWORD),
+            allow(USER, AclOperation::Write, ALLOWED),
+            allow(USER, AclOperation::Create, ALLOWED),
+            allow(USER, AclOperation::Describe, ALLOWED),
+        ],
+    )
+    .await;
+    let address = gateway.address;
 
     // 1. A SCRAM login, a produce that is allowed, a fetch that is denied.
     let mut client = Client::connect(address).await;
-    assert_eq!(client.scram_login(PASSWORD).await, 0);
+    assert_eq!(client.scram_login(USER, PASSWORD).await, 0);
     // Creates the topic (CREATE is granted), retrying until its leader is known.
     let metadata = MetadataRequest::default()
         .with_topics(Some(vec![MetadataRequestTopic::default()
@@ -418,7 +235,7 @@ secret = "telemetry-token-secret"
 
     // 2. A failed login.
     let mut failing = Client::connect(address).await;
-    assert_eq!(failing.scram_login(WRONG_PASSWORD).await, 58);
+    assert_eq!(failing.scram_login(USER, WRONG_PASSWORD).await, 58);
     failing.closed().await;
 
     // The connection spans end when the server closes the connections; wait for both.
@@ -581,7 +398,5 @@ secret = "telemetry-token-secret"
         }
     }
 
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
-    drop(node);
+    gateway.stop().await;
 }
