@@ -296,6 +296,69 @@ impl HostServices for PluginServices {
     fn publish_metric(&self, kind: MetricKind, name: &str, value: f64) {
         self.context.stats.record(&self.plugin, kind, name, value);
     }
+
+    fn span_enter(&self, name: &str) -> u64 {
+        plugin_spans::enter(&self.plugin, name)
+    }
+
+    fn span_exit(&self, handle: u64) {
+        plugin_spans::exit(handle);
+    }
+}
+
+/// The spans plugins open through their services. A plugin is called synchronously on the
+/// host's thread, so an open span lives on that thread's stack (entered, hence current: the
+/// plugin's log lines and inner spans go under it) until the plugin closes it.
+mod plugin_spans {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use portcullis::telemetry::SPAN_TARGET;
+
+    /// Spans open at once on one thread, at most: a plugin that never closes its spans cannot
+    /// grow the stack without bound (further spans are refused: handle 0).
+    const MAX_OPEN: usize = 32;
+
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+
+    thread_local! {
+        static OPEN: RefCell<Vec<(u64, tracing::span::EnteredSpan)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn enter(plugin: &str, name: &str) -> u64 {
+        let span = tracing::info_span!(
+            target: SPAN_TARGET,
+            "plugin",
+            otel.name = tracing::field::Empty,
+            portcullis.plugin = plugin,
+        );
+        if span.is_disabled() {
+            return 0;
+        }
+        span.record("otel.name", name);
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            if open.len() >= MAX_OPEN {
+                return 0;
+            }
+            let handle = NEXT.fetch_add(1, Ordering::Relaxed);
+            open.push((handle, span.entered()));
+            handle
+        })
+    }
+
+    /// Closes `handle` and whatever was opened inside it, innermost first; an unknown handle
+    /// (closed already, or opened on another thread) changes nothing.
+    pub(super) fn exit(handle: u64) {
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            if let Some(at) = open.iter().position(|(h, _)| *h == handle) {
+                while open.len() > at {
+                    drop(open.pop());
+                }
+            }
+        });
+    }
 }
 
 /// A published metric: a counter's sum, a gauge's last value, a histogram's count and sum.
