@@ -169,6 +169,15 @@ if [[ $target == portcullis && ! -x $PORTCULLIS_BIN ]]; then
   summary+=("FAIL  no binary at $PORTCULLIS_BIN")
   exit 1
 fi
+# Jaeger all-in-one for tests/interop/test_telemetry.py: built once from the Go module and cached
+# in ~/.cache/portcullis (cold: minutes; warm: nothing to do).
+ensure_jaeger() {
+  JAEGER_BIN=$(scripts/lib/jaeger.sh) || return 1
+  export JAEGER_BIN
+}
+if [[ $target == portcullis ]]; then
+  step "jaeger (scripts/lib/jaeger.sh)" ensure_jaeger || true
+fi
 step "start kafka" kafka_start "$RUN_DIR/kafka" || exit 1
 
 # The host's own integration tests (host/tests/server_kafka.rs) need the running Kafka; they are
@@ -178,7 +187,7 @@ run_host_kafka_tests() {
     PORTCULLIS_TEST_KAFKA_SASL=$KAFKA_SASL_BOOTSTRAP \
     PORTCULLIS_TEST_KAFKA_SASL_USER=$KAFKA_SASL_USER \
     PORTCULLIS_TEST_KAFKA_SASL_PASSWORD=$KAFKA_SASL_PASSWORD \
-    cargo test -p portcullis-host --test server_kafka -- --ignored &&
+    cargo test -p portcullis-host --test server_kafka --test telemetry_spans --test telemetry_metrics -- --ignored &&
     PORTCULLIS_TEST_KAFKA=$KAFKA_BOOTSTRAP \
       cargo test -p portcullis-plugin-kafka-store --test kafka -- --ignored
 }

@@ -42,6 +42,7 @@ pub mod registry;
 pub mod sasl;
 pub mod secret;
 pub mod store;
+pub mod telemetry;
 pub mod throttle;
 pub mod tokens;
 

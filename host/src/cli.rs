@@ -261,9 +261,17 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 /// `serve`: logs to stderr (`RUST_LOG`, default `info`), builds the node and runs the server on
 /// a multi-threaded runtime until it stops.
 fn serve(path: &Path) -> anyhow::Result<()> {
-    init_tracing();
-    let config = load_config(path)?;
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(e) => {
+            init_tracing();
+            return Err(e);
+        }
+    };
+    // Before the runtime: the OTLP exporters own their threads and blocking HTTP clients.
+    let telemetry = crate::telemetry::init(&config.telemetry)?;
     let node = Node::build(config).context("cannot start the node")?;
+    crate::telemetry::admin::set_store_replayed();
     warn_refused(&node.plugins);
     tracing::info!(
         node = node.config.node.id,
@@ -278,7 +286,11 @@ fn serve(path: &Path) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let node = Arc::new(node);
+    let admin = node.config.telemetry.prometheus_address.clone();
     let served = runtime.block_on(async {
+        if let Some(address) = admin {
+            crate::telemetry::admin::serve(&address, telemetry.prometheus.clone()).await?;
+        }
         // A node of a cluster also serves its peers' forwarded mutations.
         let inter_node = match (&node.cluster, &node.config.cluster) {
             (Some(cluster), Some(config)) => {
@@ -295,6 +307,8 @@ fn serve(path: &Path) -> anyhow::Result<()> {
     // Leave the election now, so another node takes over without waiting for the session
     // timeout.
     node.store.shutdown();
+    drop(runtime);
+    telemetry.shutdown();
     served
 }
 

@@ -40,9 +40,9 @@ pub struct Config {
     /// The authorization audit log.
     #[serde(default)]
     pub audit: AuditConfig,
-    /// Security counters.
+    /// Traces, metrics, log format and the admin endpoint (`crate::telemetry::config`).
     #[serde(default)]
-    pub metrics: MetricsConfig,
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// Delegation tokens (KIP-48); absent or without a secret, tokens are disabled.
     #[serde(default)]
     pub delegation_tokens: DelegationTokensConfig,
@@ -217,41 +217,11 @@ pub struct AuditConfig {
     pub log_denied: bool,
 }
 
-/// `[metrics]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// A JSON file rewritten with the security counters every `snapshot_interval_ms`.
-    pub snapshot_file: Option<PathBuf>,
-    /// How often the snapshot is written.
-    #[serde(default = "default_snapshot_interval_ms")]
-    pub snapshot_interval_ms: u64,
-    /// How often the counters are logged at info level (0 disables).
-    #[serde(default = "default_metrics_log_interval_ms")]
-    pub log_interval_ms: u64,
-}
-
-impl Default for MetricsConfig {
-    fn default() -> Self {
-        Self {
-            snapshot_file: None,
-            snapshot_interval_ms: default_snapshot_interval_ms(),
-            log_interval_ms: default_metrics_log_interval_ms(),
-        }
-    }
-}
-
 fn default_authorizer() -> String {
     "acl".to_owned()
 }
 fn default_true() -> bool {
     true
-}
-fn default_snapshot_interval_ms() -> u64 {
-    1_000
-}
-fn default_metrics_log_interval_ms() -> u64 {
-    60_000
 }
 
 /// `[node]`.
@@ -496,7 +466,7 @@ const SECTIONS: [&str; 15] = [
     "forwarding",
     "authorizer",
     "audit",
-    "metrics",
+    "telemetry",
     "limits",
     "shutdown",
     "delegation_tokens",
@@ -1081,9 +1051,9 @@ impl Config {
         if let Some(authorizer) = &self.authorizer {
             authorizer.validate()?;
         }
-        if self.metrics.snapshot_file.is_some() && self.metrics.snapshot_interval_ms == 0 {
-            return Err(invalid("metrics.snapshot_interval_ms", "must be positive"));
-        }
+        self.telemetry
+            .validate()
+            .map_err(|(key, reason)| invalid(key, reason))?;
         self.delegation_tokens.validate()?;
         self.events.validate()?;
         self.store.validate(self.cluster.as_ref(), &self.upstream)?;

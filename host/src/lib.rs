@@ -12,5 +12,6 @@ pub mod plugin_loader;
 pub mod server;
 pub mod services;
 pub mod store_writer;
+pub mod telemetry;
 pub mod tls_peer;
 pub mod views;

@@ -298,6 +298,8 @@ impl Node {
             authorizer
         };
         let authorizer = audited(&config, authorizer)?;
+        // Every check becomes an `authorize` span and counts (docs/observability.md).
+        let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
         let local_handlers = local_handlers(
             &credentials,
             tokens.clone(),
@@ -368,6 +370,7 @@ impl Node {
             subscribers.push(counts);
         }
 
+        crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
         Ok(Node {
             config,
             store,
@@ -382,7 +385,9 @@ impl Node {
             upstream_login: assembly.upstream_login,
             plugins: assembly.plugins,
             sessions,
-            metrics: Arc::new(SecurityMetrics::default()),
+            metrics: Arc::new(SecurityMetrics::with_recorder(
+                crate::telemetry::metrics::OtelRecorder::shared(),
+            )),
             authorizer,
             local_handlers,
             context,
@@ -606,7 +611,11 @@ fn local_handlers(
         authorizer.clone(),
         reserve_token_ids,
     ));
-    handlers.extend(DelegationTokenApis::handlers(tokens, authorizer));
+    handlers.extend(DelegationTokenApis::handlers_recording(
+        tokens,
+        authorizer,
+        Some(crate::telemetry::metrics::OtelRecorder::shared()),
+    ));
     handlers
 }
 

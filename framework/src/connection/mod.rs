@@ -315,6 +315,9 @@ pub(crate) struct Authenticating {
     framing: SaslFraming,
     /// When the handshake that started this exchange arrived (ms).
     started_at_ms: i64,
+    /// The exchange's trace span (`sasl.authenticate`, docs/observability.md): opened by the
+    /// handshake, closed when the exchange ends; disabled unless the host exports traces.
+    span: tracing::Span,
 }
 
 /// How SASL tokens travel, fixed by the SaslHandshake version.

@@ -139,6 +139,7 @@ pub(super) fn start_exchange(
     mechanism: Arc<dyn SaslMechanism>,
     handshake: &Handshake,
     now_ms: i64,
+    reauthentication: bool,
 ) -> Authenticating {
     let context = ExchangeContext::new(conn.client_address, conn.config.listener.clone(), now_ms);
     let exchange = mechanism.start(&context);
@@ -147,11 +148,21 @@ pub(super) fn start_exchange(
     } else {
         SaslFraming::Framed
     };
+    let span = tracing::info_span!(
+        target: crate::telemetry::SPAN_TARGET,
+        "sasl.authenticate",
+        sasl.mechanism = mechanism.name(),
+        sasl.reauthentication = reauthentication,
+        sasl.outcome = tracing::field::Empty,
+        sasl.failure = tracing::field::Empty,
+        enduser.id = tracing::field::Empty,
+    );
     Authenticating {
         mechanism,
         exchange,
         framing,
         started_at_ms: now_ms,
+        span,
     }
 }
 
@@ -176,7 +187,7 @@ fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
         return unsupported_mechanism(conn, &handshake);
     };
-    let auth = start_exchange(conn, mechanism, &handshake, now_ms);
+    let auth = start_exchange(conn, mechanism, &handshake, now_ms, false);
     respond_or_close(State::Authenticating(auth), handshake_ok(conn, &handshake))
 }
 
@@ -397,7 +408,8 @@ fn complete(
     match previous {
         None => {
             let ticket = config.sessions.register(credential, expires_at_ms);
-            config.metrics.successful_authentication();
+            config.metrics.successful_authentication(&mechanism);
+            crate::telemetry::sasl_succeeded(&auth.span, &principal);
             config.events.publish(Event::SessionAuthenticated {
                 principal: principal.clone(),
                 mechanism: mechanism.clone(),
@@ -417,7 +429,8 @@ fn complete(
             })
         }
         Some(previous) if previous.principal != principal => {
-            config.metrics.failed_reauthentication();
+            config.metrics.failed_reauthentication(Some(&mechanism));
+            crate::telemetry::sasl_failed(&auth.span, "principal changed during re-authentication");
             // Kafka's exact wording, with `type.name` rather than the usual `type:name`.
             let message = format!(
                 "Cannot change principals during re-authentication from {}.{}: {}.{}",
@@ -435,7 +448,8 @@ fn complete(
             config
                 .sessions
                 .renew(&previous.ticket, expires_at_ms, credential);
-            config.metrics.successful_reauthentication();
+            config.metrics.successful_reauthentication(&mechanism);
+            crate::telemetry::sasl_succeeded(&auth.span, &principal);
             config.events.publish(Event::SessionReauthenticated {
                 principal: principal.clone(),
                 mechanism: mechanism.clone(),
@@ -473,10 +487,15 @@ fn report_failure(
     reauthentication: bool,
 ) {
     if reauthentication {
-        conn.config.metrics.failed_reauthentication();
+        conn.config
+            .metrics
+            .failed_reauthentication(Some(auth.mechanism.name()));
     } else {
-        conn.config.metrics.failed_authentication();
+        conn.config
+            .metrics
+            .failed_authentication(Some(auth.mechanism.name()));
     }
+    crate::telemetry::sasl_failed(&auth.span, failure.reason());
     tracing::info!(
         mechanism = auth.mechanism.name(),
         client = %conn.client_address,

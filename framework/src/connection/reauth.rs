@@ -73,7 +73,7 @@ pub(super) fn start(
         }
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        conn.config.metrics.failed_reauthentication();
+        conn.config.metrics.failed_reauthentication(None);
         return pre_auth::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
@@ -81,7 +81,7 @@ pub(super) fn start(
     let response = pre_auth::handshake_ok(conn, &handshake);
     let phase = if mechanism.name() == previous.mechanism {
         Phase::Exchange(pre_auth::start_exchange(
-            conn, mechanism, &handshake, now_ms,
+            conn, mechanism, &handshake, now_ms, true,
         ))
     } else {
         Phase::BadMechanism {
@@ -105,7 +105,9 @@ pub(super) fn on_frame(
     match phase {
         Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
         Phase::BadMechanism { requested } => {
-            conn.config.metrics.failed_reauthentication();
+            conn.config
+                .metrics
+                .failed_reauthentication(Some(&requested));
             tracing::info!(
                 client = %conn.client_address,
                 "SASL mechanism '{requested}' requested by client is not supported for re-authentication of mechanism '{}'",

@@ -151,10 +151,17 @@ pub(super) async fn serve<S>(
         accepted_at: now,
         last_activity: now,
         last_write: None,
+        request_span: tracing::Span::none(),
         shared,
         _slot: slot,
     };
-    let end = driver.run().await;
+    let span = crate::telemetry::traces::connection_span(
+        peer,
+        &driver.shared.connection_config.listener,
+        &driver.target_name(),
+        is_tls,
+    );
+    let end = tracing::Instrument::instrument(driver.run(), span).await;
     driver.log_end(&end);
 }
 
@@ -177,6 +184,8 @@ struct Driver<S> {
     last_activity: Instant,
     /// When an answer was last written, for the pause before the FIN.
     last_write: Option<Instant>,
+    /// The trace span of the request being handled (telemetry; disabled without export).
+    request_span: tracing::Span,
     _slot: Slot,
 }
 
@@ -288,20 +297,25 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
         let actions = match incoming {
             Incoming::Read(ReadOutcome::Frame(frame)) => {
+                self.request_span = crate::telemetry::traces::request_span(&frame);
                 if self.connection.next_step_may_block() {
                     match self.step_off_runtime(frame).await {
                         Ok(actions) => actions,
                         Err(e) => return Some(Phase::Closing(End::Failed(e))),
                     }
                 } else {
-                    self.connection.handle_frame(frame, now_ms())
+                    let span = self.request_span.clone();
+                    span.in_scope(|| self.connection.handle_frame(frame, now_ms()))
                 }
             }
             Incoming::Read(ReadOutcome::TooLarge(size)) => self.connection.frame_too_large(size),
             Incoming::Read(ReadOutcome::Closed) => return Some(Phase::Gone(End::ClientClosed)),
             Incoming::OverBudget(size) => return Some(Phase::Closing(End::PreAuthBudget(size))),
         };
-        self.apply(actions).await
+        crate::telemetry::traces::record_decision(&self.request_span, &self.connection, &actions);
+        let phase = self.apply(actions).await;
+        self.request_span = tracing::Span::none();
+        phase
     }
 
     /// Runs a SASL step on the bounded pool of authentication workers: a step may derive a key
@@ -320,9 +334,10 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             self.tls,
         );
         let mut connection = std::mem::replace(&mut self.connection, stand_in);
+        let span = self.request_span.clone();
         let (connection, actions) = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let actions = connection.handle_frame(frame, now_ms());
+            let actions = span.in_scope(|| connection.handle_frame(frame, now_ms()));
             (connection, actions)
         })
         .await
@@ -377,6 +392,11 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                             api_key: request.api_key,
                             api_version: request.api_version,
                             correlation_id: request.correlation_id,
+                            upstream_call: crate::telemetry::traces::UpstreamCall::start(
+                                &self.request_span,
+                                request.api_key,
+                                self.upstream.as_ref().map(|u| u.address()),
+                            ),
                         });
                     }
                 }
@@ -479,6 +499,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 got,
             }));
         }
+        pending.upstream_call.finish();
         // Authorization first (filter what this principal may not see, merge the locally denied
         // entries back in), then the broker addresses.
         let response = if pending.plan.is_unchanged() {

@@ -330,7 +330,10 @@ impl Server {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 discovered = refresh(&shared) => match discovered {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        crate::telemetry::admin::set_upstream_discovered();
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(upstream = %upstream, error = %e, "cannot reach the upstream cluster; clients are refused until it answers; retrying in {}s", DISCOVERY_RETRY.as_secs());
                         tokio::select! {
@@ -442,12 +445,6 @@ impl ServerParts {
 
 /// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
-    crate::services::spawn_metrics_reporting(
-        node.metrics.clone(),
-        node.sessions.clone(),
-        node.plugin_stats(),
-        &node.config.metrics,
-    );
     if let Some(login) = &node.upstream_login {
         crate::services::spawn_credential_refresh(login.clone(), node.events.clone());
     }
