@@ -44,8 +44,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, Write
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
 use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
+use super::brokers::Target;
 use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
-use super::listeners::{self, Target};
 use super::queue::{Pending, ResponseQueue};
 use super::rewrite::{carries_addresses, rewrite, RewriteError};
 use super::upstream::{UpstreamConnection, UpstreamError};
@@ -522,7 +522,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             )?;
             // Open the broker ports before the client can learn them from this response.
             for node_id in rewritten.node_ids {
-                listeners::ensure_broker_listener(shared, node_id);
+                shared.broker_listeners.ensure(shared, node_id);
             }
             rewritten.frame
         } else {

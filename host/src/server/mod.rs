@@ -55,8 +55,9 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::{LimitsConfig, ListenerConfig, ShutdownConfig, UpstreamConfig};
 use crate::node::Node;
 use admission::Admission;
+use brokers::Target;
 use brokers::{discover, BrokerMap};
-use listeners::{accept_loop, BrokerListeners, Target};
+use listeners::{accept_loop, BrokerListeners};
 use rewrite::Advertised;
 use upstream::UpstreamSettings;
 
@@ -511,7 +512,7 @@ async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
         .store(Arc::new(advertised));
     for (node_id, host, port) in discovery.brokers {
         shared.brokers.record(node_id, &host, port);
-        listeners::ensure_broker_listener(shared, node_id);
+        shared.broker_listeners.ensure(shared, node_id);
     }
     Ok(())
 }
