@@ -13,6 +13,7 @@
 )]
 
 mod telemetry_common;
+mod wire_common;
 
 use std::time::Duration;
 

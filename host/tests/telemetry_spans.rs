@@ -14,6 +14,7 @@
 )]
 
 mod telemetry_common;
+mod wire_common;
 
 use std::time::Duration;
 

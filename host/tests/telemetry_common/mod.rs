@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseHeader, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::acl::{
@@ -168,19 +168,8 @@ impl Client {
     ) -> (i32, Resp) {
         let correlation_id = self.next_id;
         self.next_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("telemetry-test")));
-        let mut payload = BytesMut::new();
-        header
-            .encode(&mut payload, api.request_header_version(version))
-            .unwrap();
-        body.encode(&mut payload, version).unwrap();
-        let mut frame = BytesMut::new();
-        frame.extend_from_slice(&i32::try_from(payload.len()).unwrap().to_be_bytes());
-        frame.extend_from_slice(&payload);
+        let frame =
+            super::wire_common::request_frame(api, version, correlation_id, "telemetry-test", body);
         self.stream.write_all(&frame).await.unwrap();
         let read = async {
             let mut size = [0u8; 4];
