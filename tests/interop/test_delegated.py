@@ -12,7 +12,8 @@ it and opens that principal's upstream connections with it (SCRAM, tokenauth=tru
 - the token is expired upstream when the principal's credential is deleted in Portcullis, when the
   principal is idle, and when Portcullis stops; tokens are replaced before their maximum lifetime
   while a producer keeps going;
-- a service principal without CreateTokens gives a log line that names the missing ACL.
+- a service principal without CreateTokens fails the client's login with SASL_AUTHENTICATION_FAILED
+  and a message naming the missing permission, and a log line that names the missing ACL.
 
 The users (`dlg-*`) are this file's own, so the shared broker's other tests are unaffected.
 """
@@ -20,6 +21,7 @@ The users (`dlg-*`) are this file's own, so the shared broker's other tests are 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -384,11 +386,48 @@ def test_idle_and_shutdown_expiry_and_replacement(node_factory, upstream_users, 
     assert tokens_owned_by(tools, kafka_env, "dlg-ann") == []
 
 
-def test_service_without_create_tokens_names_the_missing_acl(node_factory, upstream_users, kafka_env, unique):
+def first_client_error(c: dict, timeout: float = 20) -> KafkaError | None:
+    """Starts a confluent-kafka producer and returns the first error librdkafka reports (error_cb),
+    or None if none arrives within `timeout`."""
+    errors: list[KafkaError] = []
+    p = Producer({**c, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    return errors[0] if errors else None
+
+
+def test_service_without_create_tokens_fails_the_login_with_a_clear_error(
+        node_factory, upstream_users, kafka_env, caplog):
+    """The upstream refuses to create dlg-ben's token (the service principal has no CreateTokens):
+    dlg-ben's authentication fails with SASL_AUTHENTICATION_FAILED and a message naming the missing
+    permission, as real clients show it (the connection is answered, not just dropped), and the
+    Portcullis log names the missing ACL and the command that grants it."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as PyKafkaError
+
     node = node_factory("bare", service=(NO_TOKENS, NO_TOKENS_PW))
-    outcome = produce_one(conf(node, "dlg-ben"), unique("dlg-bare"), timeout=8)
-    assert outcome != "ok"
+    needs = "needs CreateTokens on User:dlg-ben"
+    # librdkafka: an authentication error (not a transport error from a dropped connection).
+    error = first_client_error(conf(node, "dlg-ben"))
+    assert error is not None, "no error reported"
+    assert error.code() == KafkaError._AUTHENTICATION, (error.name(), error.str())
+    assert "DELEGATION_TOKEN_AUTHORIZATION_FAILED" in error.str() and needs in error.str(), error.str()
+    # kafka-python: the SaslAuthenticate error (code 58) with the same message, which it logs (its
+    # constructor does not raise; the log is what its user sees).
+    with caplog.at_level(logging.ERROR, logger="kafka.conn"):
+        try:
+            KafkaProducer(bootstrap_servers=node.bootstrap, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dlg-ben",
+                          sasl_plain_password=USERS["dlg-ben"], api_version_auto_timeout_ms=5_000,
+                          request_timeout_ms=5_000, max_block_ms=5_000).close(timeout=5)
+        except PyKafkaError:
+            pass
+    refused = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
+    assert refused and needs in refused[0], [r.getMessage() for r in caplog.records]
     log = node.log_tail(100)
     assert re.search(r"DELEGATION_TOKEN_AUTHORIZATION_FAILED.*lacks CreateTokens on the User resource named 'User:dlg-ben'", log), log
     assert "--operation CreateTokens" in log
+    assert "its authentication fails" in log
     assert tokens_owned_by(upstream_users, kafka_env, "dlg-ben") == []
+
