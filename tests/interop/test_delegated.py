@@ -12,6 +12,8 @@ it and opens that principal's upstream connections with it (SCRAM, tokenauth=tru
 - the token is expired upstream when the principal's credential is deleted in Portcullis, when the
   principal is idle, and when Portcullis stops; tokens are replaced before their maximum lifetime
   while a producer keeps going;
+- `kafka-consumer-groups --describe --members` shows the client's CLIENT-ID, and Kafka's authorizer
+  log names the real user for the group's requests;
 - a service principal without CreateTokens fails the client's login with SASL_AUTHENTICATION_FAILED
   and a message naming the missing permission, and a log line that names the missing ACL.
 
@@ -384,6 +386,75 @@ def test_idle_and_shutdown_expiry_and_replacement(node_factory, upstream_users, 
     node.stop()
     del held
     assert tokens_owned_by(tools, kafka_env, "dlg-ann") == []
+
+
+GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def authorizer_log() -> Path:
+    """Kafka's authorizer audit log (`kafka.authorizer.logger`: denials at INFO, allows at DEBUG),
+    which scripts/lib/kafka.sh writes to a file of its own in the broker's run directory."""
+    import os
+    run_dir = os.environ.get("KAFKA_RUN_DIR")
+    assert run_dir, "KAFKA_RUN_DIR is not set (the suite's Kafka is started by scripts/lib/kafka.sh)"
+    return Path(run_dir) / "kafka-authorizer.log"
+
+
+def test_group_members_show_the_client_id_and_the_upstream_authorizes_the_real_user(
+        node_factory, upstream_users, kafka_env, unique):
+    """`kafka-consumer-groups --describe --members` through Portcullis shows the client's own
+    CLIENT-ID (and a member id Kafka derived from it), and Kafka's authorizer log names
+    `User:dlg-ann` for the group's requests — never Portcullis' service principal."""
+    node = node_factory("members")
+    tools: Tools = upstream_users
+    a = kafka_env["KAFKA_ADMIN_USER"]
+    topic, group, client_id = unique("dlg-mem-t"), unique("dlg-mem-g"), unique("dlg-ann-app")
+    assert admin_outcome(kafka_conf(kafka_env, "admin"), "create", topic) == "ok"
+    for i, args in enumerate((["--topic", topic], ["--group", group])):
+        r = tools.run([(f"g{i}", ACL_COMMAND, a, ["--add", "--allow-principal", "User:dlg-ann",
+                                                   "--operation", "All", *args])])[f"g{i}"]
+        assert r["rc"] == 0, r
+    time.sleep(1.5)
+    log = authorizer_log()
+    log_start = log.stat().st_size if log.exists() else 0
+    assigned: list = []
+    consumer = Consumer({**conf(node, "dlg-ann"), "group.id": group, "client.id": client_id,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
+    consumer.subscribe([topic], on_assign=lambda c, parts: assigned.extend(parts))
+    try:
+        deadline = time.monotonic() + 30
+        while not assigned and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert assigned, "the consumer never joined the group"
+        admin_tools = Tools(tools.java, node.bootstrap, {"admin": USERS["admin"]}, Path(node.workdir))
+        r = admin_tools.run([("m", GROUPS_COMMAND, "admin",
+                              ["--describe", "--members", "--group", group])])["m"]
+        assert r["rc"] == 0, r
+        rows = [line.split() for line in r["out"].splitlines() if line.startswith(group + " ")]
+        # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
+        assert len(rows) == 1, r["out"]
+        _, member_id, host, shown_client_id, partitions = rows[0]
+        assert shown_client_id == client_id, r["out"]
+        assert member_id.startswith(client_id + "-"), r["out"]
+        assert host.lstrip("/") == "127.0.0.1" and partitions == "1", r["out"]
+    finally:
+        consumer.close()
+    # The broker authorized the group's requests (JoinGroup, SyncGroup, Heartbeat, ...) as the user.
+    resource = f"on resource = Group:LITERAL:{group} "
+    deadline = time.monotonic() + 10
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        with log.open(errors="replace") as f:
+            f.seek(log_start)
+            lines = [line for line in f.read().splitlines() if resource in line]
+        if any("Principal = User:dlg-ann is Allowed operation = READ" in line for line in lines):
+            break
+        time.sleep(0.2)
+    assert any("Principal = User:dlg-ann is Allowed operation = READ" in line for line in lines), \
+        f"no allow for User:dlg-ann on the group in {log}:\n" + "\n".join(lines[-20:])
+    users = {m.group(1) for line in lines if (m := re.search(r"Principal = (\S+) is", line))}
+    assert f"User:{SERVICE}" not in users, users
+    assert users <= {"User:dlg-ann", "User:admin"}, users
 
 
 def first_client_error(c: dict, timeout: float = 20) -> KafkaError | None:
