@@ -38,6 +38,10 @@
 #   kafka_launch            starts the broker again on the formatted run dir of an earlier
 #                           kafka_start (same ports and data; a restart after kafka_stop or a kill)
 # Ports are chosen free at run time, so parallel runs never collide.
+#
+# KAFKA_EXTRA_PROPERTIES (optional): lines appended to server.properties, for a test's own broker
+# (tests/interop/own_kafka.py) that needs a setting the shared one must not have, e.g.
+# delegation.token.expiry.time.ms shorter than the token's maximum lifetime.
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -192,6 +196,9 @@ num.network.threads=2
 num.io.threads=4
 log.segment.bytes=67108864
 PROPS
+  if [[ -n ${KAFKA_EXTRA_PROPERTIES:-} ]]; then
+    printf '%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$dir/server.properties"
+  fi
   if [[ -n $reauth_port ]]; then
     cat >>"$dir/server.properties" <<PROPS
 listener.name.reauth.connections.max.reauth.ms=$KAFKA_REAUTH_MS

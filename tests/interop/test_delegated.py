@@ -11,7 +11,8 @@ it and opens that principal's upstream connections with it (SCRAM, tokenauth=tru
 - 50 concurrent logins of one principal create exactly one upstream token;
 - the token is expired upstream when the principal's credential is deleted in Portcullis, when the
   principal is idle, and when Portcullis stops; tokens are replaced before their maximum lifetime
-  while a producer keeps going;
+  while a producer keeps going, and renewed before their expiry when the broker's expiry is shorter
+  than the maximum (a broker of the test's own, `delegation.token.expiry.time.ms`);
 - `kafka-consumer-groups --describe --members` shows the client's CLIENT-ID, and Kafka's authorizer
   log names the real user for the group's requests;
 - a service principal without CreateTokens fails the client's login with SASL_AUTHENTICATION_FAILED
@@ -502,3 +503,74 @@ def test_service_without_create_tokens_fails_the_login_with_a_clear_error(
     assert "its authentication fails" in log
     assert tokens_owned_by(upstream_users, kafka_env, "dlg-ben") == []
 
+
+
+def token_times(java, bootstrap: str, admin: tuple[str, str], owner: str) -> list[dict]:
+    """The tokens owned by `owner` as Kafka's DescribeDelegationToken returns them (Admin client,
+    tests/interop/java/DescribeTokenTimes.java): id, issued, expiry, max in ms."""
+    r = java.run("DescribeTokenTimes", bootstrap, admin[0], admin[1], owner, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_tokens_are_renewed_upstream_before_they_expire(run_dir, java, kafka_env, unique, tmp_path):
+    """A broker of this test's own whose tokens expire 20 s after issue or renewal
+    (`delegation.token.expiry.time.ms`) but may live 5 min: Portcullis renews the token before each
+    expiry (RenewDelegationToken) and Kafka's DescribeDelegationToken shows the same token with its
+    expiry moved forward each time, while a producer keeps going past the first two expiries."""
+    import os
+    from own_kafka import OwnKafka
+
+    if target() != "portcullis":
+        pytest.skip("Portcullis only")
+    kafka = OwnKafka(run_dir / f"kafka-dlg-renew-{time.monotonic_ns()}", {"delegation.token.expiry.time.ms": "20000"})
+    kafka.start()
+    node = None
+    try:
+        own_env = {**kafka_env, "KAFKA_SASL_BOOTSTRAP": kafka.env["KAFKA_SASL_BOOTSTRAP"]}
+        (tmp_path / "tools").mkdir()
+        tools = setup_upstream(java, own_env, tmp_path / "tools")
+        a = kafka_env["KAFKA_ADMIN_USER"]
+        topic = unique("dlg-renew")
+        assert admin_outcome(kafka_conf(own_env, "admin"), "create", topic) == "ok"
+        r = tools.run([("g", ACL_COMMAND, a, ["--add", "--allow-principal", "User:dlg-ann",
+                                               "--operation", "All", "--topic", topic])])["g"]
+        assert r["rc"] == 0, r
+        time.sleep(1.5)
+        node = start_node(run_dir / "delegated", Path(os.environ["PORTCULLIS_BIN"]), own_env,
+                          f"renew-{time.monotonic_ns()}", delegated={"token_lifetime_ms": 300_000})
+        admin = (a, kafka_env["KAFKA_ADMIN_PASSWORD"])
+        errors: list = []
+        delivered: list = []
+        p = Producer({**conf(node, "dlg-ann"), "linger.ms": 20})
+        p.produce(topic, b"v", on_delivery=lambda err, msg: (errors if err else delivered).append(err or 1))
+        assert p.flush(30) == 0 and errors == [], errors
+        [first] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+        assert first["expiry"] - first["issued"] == 20_000 and first["max"] - first["issued"] == 300_000, first
+        # Keep producing past the first expiry (renewed at ~80 % of it, Kafka's refresh rule) and the
+        # second; the token must never lapse.
+        expiries = [first["expiry"]]
+        start = time.monotonic()
+        while time.monotonic() - start < 45:
+            p.produce(topic, b"v", on_delivery=lambda err, msg: (errors if err else delivered).append(err or 1))
+            p.poll(0.5)
+            if time.monotonic() - start > 15 * len(expiries):
+                [now] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+                assert now["id"] == first["id"], ("renewed, never replaced", first, now)
+                expiries.append(now["expiry"])
+        assert p.flush(30) == 0 and errors == [], errors[:5]
+        [last] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+        assert last["id"] == first["id"], (first, last)
+        expiries.append(last["expiry"])
+        # Each renewal moved the expiry forward (Kafka renews by at most its expiry time, 20 s), and
+        # the token is now valid past the first two expiries.
+        assert expiries == sorted(expiries) and len(set(expiries)) >= 3, expiries
+        assert last["expiry"] > first["expiry"] + 20_000 and last["max"] == first["max"], (first, last)
+        log = node.log_tail(400)
+        assert log.count("upstream delegation token renewed") >= 2, log[-3000:]
+        assert log.count("upstream delegation token created") == 1, log[-3000:]
+        del p
+    finally:
+        if node is not None:
+            node.stop()
+        kafka.stop()

@@ -585,7 +585,7 @@ impl DelegatedUpstream {
             Work::Renew { principal, token } => {
                 let outcome = self.renew(upstream, &token).await;
                 if let RenewOutcome::Renewed { expiry_ms } = outcome {
-                    tracing::debug!(principal = %principal, token_id = %token.token_id, expiry_ms, "upstream delegation token renewed");
+                    tracing::info!(principal = %principal, token_id = %token.token_id, expiry_ms, "upstream delegation token renewed");
                 }
                 self.lock().cache.renewed(
                     &principal,
