@@ -456,9 +456,16 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             }
             Ok(None) => Ok(()),
             Err(e) => {
-                // The operator's side of it (the missing ACL and the command that grants it) was
-                // logged where the upstream refused.
-                tracing::debug!(peer = %self.peer, principal = %principal, error = %e, "session refused");
+                match e {
+                    // The operator's side of a refusal (the missing ACL and the command that grants
+                    // it) was logged at WARN where the upstream refused.
+                    super::delegated::DelegatedError::Refused { .. } => {
+                        tracing::debug!(peer = %self.peer, principal = %principal, error = %e, "session refused");
+                    }
+                    _ => {
+                        tracing::warn!(peer = %self.peer, principal = %principal, error = %e, "cannot obtain the client's upstream token; its authentication fails");
+                    }
+                }
                 Err(e.client_message())
             }
         }
