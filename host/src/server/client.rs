@@ -40,6 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use portcullis::connection::{Action, CloseReason, Connection, LogLevel};
+use portcullis::forwarding::UpstreamIdentity;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
@@ -147,6 +148,7 @@ pub(super) async fn serve<S>(
         queue: ResponseQueue::new(),
         upstream: None,
         upstream_lease: None,
+        admitted_settings: None,
         reservation: None,
         accepted_at: now,
         last_activity: now,
@@ -177,6 +179,9 @@ struct Driver<S> {
     upstream: Option<UpstreamConnection>,
     /// With the `delegated` policy: the lease on the principal's upstream token.
     upstream_lease: Option<super::delegated::Lease>,
+    /// With the `delegated` policy: the settings (the principal's token login) obtained when the
+    /// session was admitted, for its upstream connection.
+    admitted_settings: Option<super::upstream::UpstreamSettings>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
@@ -378,8 +383,16 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     /// Carries out the framework's actions for one frame, in order. `Some` ends serving.
     async fn apply(&mut self, actions: Vec<Action>) -> Option<Phase> {
         let mut forwarded = false;
-        for action in actions {
+        let mut actions = std::collections::VecDeque::from(actions);
+        while let Some(action) = actions.pop_front() {
             match action {
+                Action::Admit(principal) => {
+                    // The verdict's actions (the answer to the client, maybe a close) come next.
+                    let verdict = self.admit(&principal).await;
+                    for follow in self.connection.admitted(verdict).into_iter().rev() {
+                        actions.push_front(follow);
+                    }
+                }
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
                     if let Err(e) = self.forward(&request.frame, &request.identity).await {
@@ -427,6 +440,37 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         None
     }
 
+    /// Does what a new session needs before the client is told it authenticated: with the
+    /// `delegated` policy, obtains the principal's upstream token (see
+    /// [`super::delegated::DelegatedUpstream::admit`]). `Err` is the message the failed
+    /// authentication carries to the client.
+    async fn admit(&mut self, principal: &portcullis::principal::Principal) -> Result<(), String> {
+        let Some(delegated) = self.shared.delegated.as_ref() else {
+            return Ok(());
+        };
+        match delegated.admit(principal, &self.shared.upstream).await {
+            Ok(Some(admitted)) => {
+                self.admitted_settings = Some(admitted.settings);
+                self.upstream_lease = Some(admitted.lease);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                match e {
+                    // The operator's side of a refusal (the missing ACL and the command that grants
+                    // it) was logged at WARN where the upstream refused.
+                    super::delegated::DelegatedError::Refused { .. } => {
+                        tracing::debug!(peer = %self.peer, principal = %principal, error = %e, "session refused");
+                    }
+                    _ => {
+                        tracing::warn!(peer = %self.peer, principal = %principal, error = %e, "cannot obtain the client's upstream token; its authentication fails");
+                    }
+                }
+                Err(e.client_message())
+            }
+        }
+    }
+
     /// Sends one client frame upstream (queued; `apply` flushes once per client frame).
     async fn forward(
         &mut self,
@@ -452,15 +496,25 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         identity: &portcullis::forwarding::UpstreamIdentity,
     ) -> Result<&mut UpstreamConnection, DriverError> {
         if self.upstream.is_none() {
-            // Who the connection acts as: the service login, or (delegated) the principal's token.
-            let (own_settings, lease) = super::delegated::connection_settings(
-                self.shared.delegated.as_ref(),
-                &self.shared.upstream,
-                identity,
-                self.connection.session().map(|s| &s.principal),
-            )
-            .await?;
-            self.upstream_lease = lease;
+            // Who the connection acts as: the service login, or (delegated) the principal's token,
+            // normally obtained when the session was admitted.
+            let own_settings = match self.admitted_settings.take() {
+                Some(settings) if *identity == UpstreamIdentity::Delegated => Some(settings),
+                admitted => {
+                    self.admitted_settings = admitted;
+                    let (own_settings, lease) = super::delegated::connection_settings(
+                        self.shared.delegated.as_ref(),
+                        &self.shared.upstream,
+                        identity,
+                        self.connection.session().map(|s| &s.principal),
+                    )
+                    .await?;
+                    if lease.is_some() {
+                        self.upstream_lease = lease;
+                    }
+                    own_settings
+                }
+            };
             let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
             let opened = match self.target {
                 Target::Bootstrap => {
