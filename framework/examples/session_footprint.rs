@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use bytes::{BufMut, Bytes, BytesMut};
-use portcullis::connection::{Connection, ConnectionConfig};
+use portcullis::connection::{Connection, ConnectionConfig, NodeServices};
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::metrics::SecurityMetrics;
@@ -102,16 +102,20 @@ fn main() {
     let config = Arc::new(
         ConnectionConfig::new(
             "bench",
-            vec![Arc::new(OneRound)],
-            Arc::new(DefaultPrincipalBuilder),
-            Arc::new(Upstream),
+            Arc::new(
+                NodeServices::new(
+                    vec![Arc::new(OneRound)],
+                    Arc::new(DefaultPrincipalBuilder),
+                    Arc::new(Upstream),
+                    EventBus::new(),
+                )
+                .with_sessions(sessions.clone(), Arc::new(SecurityMetrics::default())),
+            ),
             Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
                 &upstream,
             ))),
-            EventBus::new(),
         )
-        .with_max_reauth_ms(Some(3_600_000))
-        .with_sessions(sessions.clone(), Arc::new(SecurityMetrics::default())),
+        .with_max_reauth_ms(Some(3_600_000)),
     );
     let handshake = {
         let mut body = BytesMut::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
-use portcullis::connection::{Connection, ConnectionConfig};
+use portcullis::connection::{Connection, ConnectionConfig, NodeServices};
 use portcullis::credentials::{InMemoryCredentials, NoTokens, ScramMechanism};
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
@@ -43,11 +43,13 @@ fuzz_target!(|data: &[u8]| {
     )));
     let config = ConnectionConfig::new(
         "fuzz",
-        mechanisms,
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(Upstream),
+        Arc::new(NodeServices::new(
+            mechanisms,
+            Arc::new(DefaultPrincipalBuilder),
+            Arc::new(Upstream),
+            EventBus::new(),
+        )),
         versions,
-        EventBus::new(),
     );
     let mut conn = Connection::new(Arc::new(config), IpAddr::from([127, 0, 0, 1]), false);
     let mut rest = data;

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use bytes::{BufMut, Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use portcullis::authorizer::{Decision, FixedDecision};
-use portcullis::connection::{Action, Connection, ConnectionConfig};
+use portcullis::connection::{Action, Connection, ConnectionConfig, NodeServices};
 use portcullis::credentials::{ScramCredential, ScramMechanism};
 use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
@@ -166,13 +166,17 @@ fuzz_target!(|data: &[u8]| {
     let versions = ApiVersionTable::advertised_with(&ApiVersionTable::default(), local);
     let config = ConnectionConfig::new(
         "fuzz",
-        vec![Arc::new(Anyone)],
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(SecurityLocal),
+        Arc::new(
+            NodeServices::new(
+                vec![Arc::new(Anyone)],
+                Arc::new(DefaultPrincipalBuilder),
+                Arc::new(SecurityLocal),
+                EventBus::new(),
+            )
+            .with_local_handlers(handlers),
+        ),
         Arc::new(ArcSwap::from_pointee(versions)),
-        EventBus::new(),
-    )
-    .with_local_handlers(handlers);
+    );
     let mut conn = Connection::new(Arc::new(config), IpAddr::from([127, 0, 0, 1]), false);
     // SaslHandshake v1 "FUZZ", then one SaslAuthenticate v1 round.
     let _ = conn.handle_frame(frame(17, 1, 1, &[0, 4, b'F', b'U', b'Z', b'Z']), 0);

@@ -276,8 +276,8 @@ fn serve(path: &Path) -> anyhow::Result<()> {
     tracing::info!(
         node = node.config.node.id,
         address = %node.config.listener.address,
-        mechanisms = ?node.mechanisms.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
-        policy = node.policy.name(),
+        mechanisms = ?node.services.mechanisms.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
+        policy = node.services.policy.name(),
         credentials = node.credentials.users().len(),
         "node assembled"
     );

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
+use portcullis::connection::NodeServices;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
 use portcullis::events::{EventBus, EventSubscriber};
 use portcullis::forwarding::{DenyApiKeys, ForwardingPolicy, ScreenedAuthorizer};
@@ -65,28 +66,18 @@ pub struct Node {
     pub tokens: Option<Arc<TokenManager>>,
     /// Every user's SCRAM credentials, kept up to date from the store.
     pub credentials: Arc<InMemoryCredentials>,
-    /// The node's event bus.
-    pub events: EventBus,
-    /// The enabled mechanisms, in `listener.sasl_mechanisms` order.
-    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
-    /// Maps an authentication to a principal.
-    pub principal_builder: Arc<dyn PrincipalBuilder>,
-    /// Routes authenticated requests.
-    pub policy: Arc<dyn ForwardingPolicy>,
+    /// The services every listener and connection shares (mechanisms, principal builder,
+    /// forwarding policy, authorizer, local security APIs, sessions, counters, event bus): held
+    /// here once, and the same `Arc` goes into each listener's `ConnectionConfig`. Its
+    /// authorizer is the one upstream-bound requests are checked with: the configured one,
+    /// screened by the forwarding policy when it refuses actions, wrapped by the audit log when
+    /// one is configured; `None` without one, or when the upstream decides
+    /// (`[forwarding.delegated] authorizer = "upstream"`; the local APIs still use it).
+    pub services: Arc<NodeServices>,
     /// Portcullis' own login upstream, for SASL upstreams.
     pub upstream_login: Option<Arc<dyn LoginModule>>,
     /// What the plugin directory held: loaded plugins and refused files.
     pub plugins: PluginLoadReport,
-    /// Every authenticated session (KIP-368 deadlines and revocation).
-    pub sessions: ReauthScheduler,
-    /// Authentication counters.
-    pub metrics: Arc<SecurityMetrics>,
-    /// What every request (and the local security APIs) is authorized with: the authorizer,
-    /// screened by the forwarding policy when it refuses actions, wrapped by the audit log when
-    /// one is configured.
-    pub authorizer: Option<Arc<dyn Authorizer>>,
-    /// The security APIs Portcullis serves itself.
-    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
     /// The services plugins got; plugin metrics and subscriber counts.
     pub context: HostContext,
     /// The event subscribers' counts.
@@ -99,11 +90,7 @@ impl fmt::Debug for Node {
             .field("config", &self.config)
             .field("store", &self.store.shared().location())
             .field("credentials", &self.credentials)
-            .field(
-                "mechanisms",
-                &self.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>(),
-            )
-            .field("policy", &self.policy.name())
+            .field("services", &self.services)
             .field(
                 "upstream_login",
                 &self.upstream_login.as_ref().map(|l| l.mechanism()),
@@ -371,6 +358,21 @@ impl Node {
         }
 
         crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
+        let metrics = Arc::new(SecurityMetrics::with_recorder(
+            crate::telemetry::metrics::OtelRecorder::shared(),
+        ));
+        // When the upstream decides, upstream-bound requests are allowed here (and the advertised
+        // versions are not restricted to what the authorization map reads).
+        let forwarded_authorizer = authorizer.filter(|_| !config.forwarding.upstream_authorizes());
+        let services = NodeServices::new(
+            assembly.mechanisms,
+            assembly.principal_builder,
+            assembly.policy,
+            events,
+        )
+        .with_sessions(sessions, metrics)
+        .with_local_handlers(local_handlers)
+        .with_authorizer(forwarded_authorizer);
         Ok(Node {
             config,
             store,
@@ -378,18 +380,9 @@ impl Node {
             writer,
             tokens,
             credentials,
-            events,
-            mechanisms: assembly.mechanisms,
-            principal_builder: assembly.principal_builder,
-            policy: assembly.policy,
+            services: Arc::new(services),
             upstream_login: assembly.upstream_login,
             plugins: assembly.plugins,
-            sessions,
-            metrics: Arc::new(SecurityMetrics::with_recorder(
-                crate::telemetry::metrics::OtelRecorder::shared(),
-            )),
-            authorizer,
-            local_handlers,
             context,
             subscribers,
         })

@@ -34,7 +34,7 @@ use portcullis::secret::Secret;
 use portcullis::store::MetadataRecord;
 use portcullis_host::config::Config;
 use portcullis_host::node::Node;
-use portcullis_host::server::{Server, ServerParts};
+use portcullis_host::server::Server;
 use portcullis_plugin_scram::{derive_credential, random_salt, ScramClient};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -262,7 +262,7 @@ connect_timeout_ms = 10000
         };
         node.store.shared().append(&[record]).unwrap();
         let node = Arc::new(node);
-        let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
+        let server = Server::bind(&node).await.unwrap();
         let address = server.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async {

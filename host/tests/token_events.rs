@@ -91,7 +91,7 @@ fn a_subscriber_sees_token_events_and_sessions_end_with_their_token() {
     let dir = tempfile::tempdir().unwrap();
     let node = node(&dir);
     let tokens = node.tokens.clone().expect("tokens are enabled");
-    let plugin = node.events.subscribe(64);
+    let plugin = node.services.events.subscribe(64);
 
     let owner = Principal::user("alice");
     let created = tokens
@@ -115,6 +115,7 @@ fn a_subscriber_sees_token_events_and_sessions_end_with_their_token() {
     // A live session authenticated with the token (idle: it sends nothing).
     let first_expiry = tokens.token(&id, ScramMechanism::Sha512).unwrap().expiry_ms;
     let session = node
+        .services
         .sessions
         .register(CredentialId::token(id.clone()), Some(first_expiry));
 

@@ -74,10 +74,11 @@ impl Connection {
         } = admitting;
         let config = &self.config;
         config
+            .services
             .metrics
             .failed_authentication(Some(session.mechanism.as_str()));
         tracing::info!(client = %self.client_address, principal = %session.principal, reason = %message, "authentication refused by the host");
-        config.events.publish(Event::AuthenticationFailed {
+        config.services.events.publish(Event::AuthenticationFailed {
             mechanism: Some(session.mechanism.clone()),
             client_address: self.client_address,
             reason: message.clone(),

@@ -37,7 +37,7 @@ pub(super) fn on_request(
         Err(e) => return close(CloseReason::InvalidRequest(e.into())),
     };
     if session.ticket.is_revoked() {
-        conn.config.metrics.revoked_connections_closed();
+        conn.config.services.metrics.revoked_connections_closed();
         return close(CloseReason::CredentialRevoked);
     }
     // KIP-368: a handshake may start a re-authentication even on an expired session; any other
@@ -46,8 +46,8 @@ pub(super) fn on_request(
         return reauth::start(conn, session, &header, &frame, now_ms);
     }
     if session.ticket.is_expired(now_ms) {
-        conn.config.metrics.expired_connections_killed();
-        conn.config.events.publish(Event::SessionExpired {
+        conn.config.services.metrics.expired_connections_killed();
+        conn.config.services.events.publish(Event::SessionExpired {
             principal: session.principal.clone(),
             client_address: conn.client_address,
         });
@@ -117,11 +117,12 @@ fn route(
     }
     let decision =
         conn.config
+            .services
             .policy
             .route(&RequestInfo::new(api_key, version, &session.principal));
     match decision {
         Route::Upstream { identity } => {
-            let (frame, plan) = match &conn.config.authorizer {
+            let (frame, plan) = match &conn.config.services.authorizer {
                 None => (frame, ResponsePlan::unchanged()),
                 Some(authorizer) => match authorize(conn, &session, authorizer, header, &frame) {
                     Verdict::Forward { frame, plan } => (frame, plan),
@@ -157,7 +158,7 @@ fn route(
         Route::Local
             if conn.config.mutations_on_leader
                 && crate::envelope::is_forwardable(api_key)
-                && conn.config.local_handler(api_key).is_some() =>
+                && conn.config.services.local_handler(api_key).is_some() =>
         {
             let request = LeaderRequest::new(
                 frame,
@@ -170,7 +171,7 @@ fn route(
                 vec![Action::Persist(Persist::on_leader(request))],
             )
         }
-        Route::Local => match conn.config.local_handler(api_key) {
+        Route::Local => match conn.config.services.local_handler(api_key) {
             Some(handler) => {
                 let request = LocalRequest {
                     header,

@@ -16,6 +16,7 @@ mod close;
 mod pre_auth;
 mod reauth;
 mod responses;
+mod services;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -25,14 +26,10 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 
 pub use close::{CloseReason, Disposition, IllegalState, LogLevel, RequestError};
+pub use services::NodeServices;
 
 use crate::authorization::ResponsePlan;
-use crate::authorizer::Authorizer;
-use crate::events::EventBus;
-use crate::forwarding::ForwardingPolicy;
-use crate::local::LocalHandler;
-use crate::metrics::SecurityMetrics;
-use crate::principal::{Principal, PrincipalBuilder, TlsPeer};
+use crate::principal::{Principal, TlsPeer};
 use crate::protocol::versions::ApiVersionTable;
 use crate::reauth::{ReauthScheduler, SessionTicket};
 use crate::sasl::{SaslExchange, SaslMechanism};
@@ -45,21 +42,16 @@ pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
 /// Kafka's `connection.failed.authentication.delay.ms`.
 pub const DEFAULT_FAILED_AUTH_DELAY: Duration = Duration::from_millis(100);
 
-/// Everything a connection needs that is shared by all connections of a listener.
+/// Everything a connection needs that is shared by all connections of a listener: the node's
+/// services (held once, see [`NodeServices`]) and the listener's own settings.
 #[non_exhaustive]
 pub struct ConnectionConfig {
     /// The listener's name (for contexts and logs).
     pub listener: String,
-    /// Enabled mechanisms, in the configured order.
-    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
-    /// Maps an authentication to a principal.
-    pub principal_builder: Arc<dyn PrincipalBuilder>,
-    /// Routes authenticated requests.
-    pub policy: Arc<dyn ForwardingPolicy>,
+    /// The node-wide services, shared with the node and every other listener.
+    pub services: Arc<NodeServices>,
     /// The advertised API versions; the host updates it when the upstream changes.
     pub api_versions: Arc<ArcSwap<ApiVersionTable>>,
-    /// Where security events go.
-    pub events: EventBus,
     /// Largest frame before authentication.
     pub max_pre_auth_frame: usize,
     /// Largest frame after authentication.
@@ -71,15 +63,6 @@ pub struct ConnectionConfig {
     pub max_reauth_ms: Option<i64>,
     /// Per-mechanism `connections.max.reauth.ms` overrides (Kafka's `<mech>.connections.max.reauth.ms`).
     pub max_reauth_ms_by_mechanism: std::collections::BTreeMap<String, i64>,
-    /// Every authenticated session of the node.
-    pub sessions: ReauthScheduler,
-    /// Authentication counters.
-    pub metrics: Arc<SecurityMetrics>,
-    /// Security APIs answered locally (beyond SASL and ApiVersions).
-    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
-    /// Authorizes every request routed upstream (`crate::authorization`); `None` forwards
-    /// without checks, like a Kafka broker without an authorizer.
-    pub authorizer: Option<Arc<dyn Authorizer>>,
     /// The node shares its metadata log with a cluster: the security mutations
     /// ([`crate::envelope::FORWARDABLE`]) are not decided here but handed to the host as
     /// [`crate::local::Persist::on_leader`], to run on the cluster's writer (KIP-590).
@@ -90,31 +73,21 @@ pub struct ConnectionConfig {
 }
 
 impl ConnectionConfig {
-    /// A configuration with Kafka's defaults for the limits.
+    /// A listener of the node with these services, with Kafka's defaults for the limits.
     pub fn new(
         listener: impl Into<String>,
-        mechanisms: Vec<Arc<dyn SaslMechanism>>,
-        principal_builder: Arc<dyn PrincipalBuilder>,
-        policy: Arc<dyn ForwardingPolicy>,
+        services: Arc<NodeServices>,
         api_versions: Arc<ArcSwap<ApiVersionTable>>,
-        events: EventBus,
     ) -> Self {
         Self {
             listener: listener.into(),
-            mechanisms,
-            principal_builder,
-            policy,
+            services,
             api_versions,
-            events,
             max_pre_auth_frame: DEFAULT_MAX_PRE_AUTH_FRAME,
             max_frame: DEFAULT_MAX_FRAME,
             failure_throttle: Arc::new(FailureThrottle::default()),
             max_reauth_ms: None,
             max_reauth_ms_by_mechanism: std::collections::BTreeMap::new(),
-            sessions: ReauthScheduler::new(),
-            metrics: Arc::new(SecurityMetrics::default()),
-            local_handlers: Vec::new(),
-            authorizer: None,
             mutations_on_leader: false,
             admit_sessions: false,
         }
@@ -131,36 +104,6 @@ impl ConnectionConfig {
     /// [`ConnectionConfig::mutations_on_leader`]).
     pub fn with_mutations_on_leader(mut self, on_leader: bool) -> Self {
         self.mutations_on_leader = on_leader;
-        self
-    }
-
-    /// Authorizes upstream-bound requests with `authorizer` (Kafka's per-API checks, see
-    /// [`crate::authorization`]). The host must then pass each upstream response through
-    /// [`Forwarded::plan`] and advertise only [`crate::authorization::restrict_versions`].
-    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
-        self.authorizer = Some(authorizer);
-        self
-    }
-
-    /// Adds locally served security APIs. Their versions must also be in the advertised table
-    /// (see [`ApiVersionTable::advertised_with`]).
-    pub fn with_local_handlers(mut self, handlers: Vec<Arc<dyn LocalHandler>>) -> Self {
-        self.local_handlers = handlers;
-        self
-    }
-
-    pub(crate) fn local_handler(&self, api_key: i16) -> Option<&Arc<dyn LocalHandler>> {
-        self.local_handlers.iter().find(|h| h.api_key() == api_key)
-    }
-
-    /// Shares the node's session scheduler and counters.
-    pub fn with_sessions(
-        mut self,
-        sessions: ReauthScheduler,
-        metrics: Arc<SecurityMetrics>,
-    ) -> Self {
-        self.sessions = sessions;
-        self.metrics = metrics;
         self
     }
 
@@ -211,25 +154,13 @@ impl ConnectionConfig {
         self.max_reauth_ms = max_reauth_ms.filter(|v| *v > 0);
         self
     }
-
-    fn mechanism(&self, name: &str) -> Option<Arc<dyn SaslMechanism>> {
-        self.mechanisms.iter().find(|m| m.name() == name).cloned()
-    }
-
-    fn enabled_mechanism_names(&self) -> Vec<String> {
-        self.mechanisms
-            .iter()
-            .map(|m| m.name().to_owned())
-            .collect()
-    }
 }
 
 impl std::fmt::Debug for ConnectionConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectionConfig")
             .field("listener", &self.listener)
-            .field("mechanisms", &self.enabled_mechanism_names())
-            .field("policy", &self.policy.name())
+            .field("services", &self.services)
             .finish_non_exhaustive()
     }
 }

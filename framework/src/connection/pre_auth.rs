@@ -110,12 +110,15 @@ pub(super) fn decode_handshake(
 /// Answers a handshake for a mechanism that is not enabled: UNSUPPORTED_SASL_MECHANISM with the
 /// enabled list, then a delayed close.
 pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) -> Transition {
-    conn.config.events.publish(Event::AuthenticationFailed {
-        mechanism: None,
-        client_address: conn.client_address,
-        reason: "unsupported SASL mechanism".into(),
-    });
-    let enabled = conn.config.enabled_mechanism_names();
+    conn.config
+        .services
+        .events
+        .publish(Event::AuthenticationFailed {
+            mechanism: None,
+            client_address: conn.client_address,
+            reason: "unsupported SASL mechanism".into(),
+        });
+    let enabled = conn.config.services.enabled_mechanism_names();
     let response = responses::handshake(
         ErrorCode::UNSUPPORTED_SASL_MECHANISM,
         &enabled,
@@ -171,7 +174,7 @@ pub(super) fn start_exchange(
 pub(super) fn handshake_ok(conn: &Connection, handshake: &Handshake) -> Result<Bytes, CodecError> {
     responses::handshake(
         ErrorCode::NONE,
-        &conn.config.enabled_mechanism_names(),
+        &conn.config.services.enabled_mechanism_names(),
         handshake.version,
         handshake.correlation_id,
     )
@@ -185,7 +188,7 @@ fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
         Ok(h) => h,
         Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
     };
-    let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
+    let Some(mechanism) = conn.config.services.mechanism(&handshake.mechanism) else {
         return unsupported_mechanism(conn, &handshake);
     };
     let auth = start_exchange(conn, mechanism, &handshake, now_ms, false);
@@ -406,7 +409,7 @@ fn complete(
         &conn.config.listener,
     )
     .with_tls(conn.tls_peer.as_deref());
-    let principal = match conn.config.principal_builder.build(&context) {
+    let principal = match conn.config.services.principal_builder.build(&context) {
         Ok(principal) => principal,
         Err(error) => {
             // The exchange succeeded but no principal can be named: the authentication fails,
@@ -423,10 +426,13 @@ fn complete(
     let config = &conn.config;
     match previous {
         None => {
-            let ticket = config.sessions.register(credential, expires_at_ms);
-            config.metrics.successful_authentication(&mechanism);
+            let ticket = config.services.sessions.register(credential, expires_at_ms);
+            config
+                .services
+                .metrics
+                .successful_authentication(&mechanism);
             crate::telemetry::sasl_succeeded(&auth.span, &principal);
-            config.events.publish(Event::SessionAuthenticated {
+            config.services.events.publish(Event::SessionAuthenticated {
                 principal: principal.clone(),
                 mechanism: mechanism.clone(),
                 client_address: conn.client_address,
@@ -445,7 +451,10 @@ fn complete(
             })
         }
         Some(previous) if previous.principal != principal => {
-            config.metrics.failed_reauthentication(Some(&mechanism));
+            config
+                .services
+                .metrics
+                .failed_reauthentication(Some(&mechanism));
             crate::telemetry::sasl_failed(&auth.span, "principal changed during re-authentication");
             // Kafka's exact wording, with `type.name` rather than the usual `type:name`.
             let message = format!(
@@ -453,7 +462,7 @@ fn complete(
                 previous.principal.kind, previous.principal.name, principal.kind, principal.name
             );
             tracing::info!(client = %conn.client_address, %message, "re-authentication failed");
-            config.events.publish(Event::AuthenticationFailed {
+            config.services.events.publish(Event::AuthenticationFailed {
                 mechanism: Some(mechanism),
                 client_address: conn.client_address,
                 reason: "principal changed during re-authentication".into(),
@@ -462,15 +471,22 @@ fn complete(
         }
         Some(previous) => {
             config
+                .services
                 .sessions
                 .renew(&previous.ticket, expires_at_ms, credential);
-            config.metrics.successful_reauthentication(&mechanism);
+            config
+                .services
+                .metrics
+                .successful_reauthentication(&mechanism);
             crate::telemetry::sasl_succeeded(&auth.span, &principal);
-            config.events.publish(Event::SessionReauthenticated {
-                principal: principal.clone(),
-                mechanism: mechanism.clone(),
-                client_address: conn.client_address,
-            });
+            config
+                .services
+                .events
+                .publish(Event::SessionReauthenticated {
+                    principal: principal.clone(),
+                    mechanism: mechanism.clone(),
+                    client_address: conn.client_address,
+                });
             tracing::debug!(principal = %principal, mechanism = %mechanism, ?lifetime_ms, "re-authenticated");
             Ok(Session {
                 principal,
@@ -504,10 +520,12 @@ fn report_failure(
 ) {
     if reauthentication {
         conn.config
+            .services
             .metrics
             .failed_reauthentication(Some(auth.mechanism.name()));
     } else {
         conn.config
+            .services
             .metrics
             .failed_authentication(Some(auth.mechanism.name()));
     }
@@ -519,11 +537,14 @@ fn report_failure(
         reauthentication,
         "authentication failed"
     );
-    conn.config.events.publish(Event::AuthenticationFailed {
-        mechanism: Some(auth.mechanism.name().to_owned()),
-        client_address: conn.client_address,
-        reason: failure.reason().to_owned(),
-    });
+    conn.config
+        .services
+        .events
+        .publish(Event::AuthenticationFailed {
+            mechanism: Some(auth.mechanism.name().to_owned()),
+            client_address: conn.client_address,
+            reason: failure.reason().to_owned(),
+        });
 }
 
 /// Kafka's behaviour for a pre-authentication protocol violation: no response, the connection

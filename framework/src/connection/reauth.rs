@@ -72,8 +72,8 @@ pub(super) fn start(
             return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))
         }
     };
-    let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        conn.config.metrics.failed_reauthentication(None);
+    let Some(mechanism) = conn.config.services.mechanism(&handshake.mechanism) else {
+        conn.config.services.metrics.failed_reauthentication(None);
         return pre_auth::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
@@ -106,6 +106,7 @@ pub(super) fn on_frame(
         Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
         Phase::BadMechanism { requested } => {
             conn.config
+                .services
                 .metrics
                 .failed_reauthentication(Some(&requested));
             tracing::info!(
@@ -114,6 +115,7 @@ pub(super) fn on_frame(
                 previous.mechanism
             );
             conn.config
+                .services
                 .events
                 .publish(crate::events::Event::AuthenticationFailed {
                     mechanism: Some(requested),

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::*;
-use crate::events::Event;
-use crate::forwarding::{RequestInfo, Route, UpstreamIdentity};
+use crate::events::{Event, EventBus};
+use crate::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use crate::principal::DefaultPrincipalBuilder;
 use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
 
@@ -94,11 +94,13 @@ fn config() -> (Arc<ConnectionConfig>, crate::events::Subscription) {
     )));
     let cfg = ConnectionConfig::new(
         "test",
-        vec![Arc::new(Fixed), Arc::new(Other)],
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(Upstream),
+        Arc::new(NodeServices::new(
+            vec![Arc::new(Fixed), Arc::new(Other)],
+            Arc::new(DefaultPrincipalBuilder),
+            Arc::new(Upstream),
+            events,
+        )),
         table,
-        events,
     )
     .with_max_reauth_ms(Some(3_600_000));
     (Arc::new(cfg), sub)
@@ -337,11 +339,13 @@ fn only_steps_of_mechanisms_not_declared_cheap_may_block() {
     let (config, _) = config();
     let mut cheap_config = ConnectionConfig::new(
         "test",
-        vec![Arc::new(Cheap)],
-        Arc::clone(&config.principal_builder),
-        Arc::clone(&config.policy),
+        Arc::new(NodeServices::new(
+            vec![Arc::new(Cheap)],
+            Arc::clone(&config.services.principal_builder),
+            Arc::clone(&config.services.policy),
+            EventBus::new(),
+        )),
         Arc::clone(&config.api_versions),
-        EventBus::new(),
     );
     cheap_config.max_reauth_ms = None;
     let mut c = Connection::new(Arc::new(cheap_config), IpAddr::from([127, 0, 0, 1]), false);
@@ -467,13 +471,20 @@ fn with_an_authorizer_upstream_requests_are_enforced() {
     use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 
     let (cfg, _events) = config();
-    let Ok(cfg) = Arc::try_unwrap(cfg) else {
-        panic!("config is shared")
-    };
     let authz = AllowList::new()
         .allow(AclOperation::Write, ResourceType::Topic, "a")
         .arc();
-    let cfg = Arc::new(cfg.with_authorizer(authz));
+    let services = NodeServices::new(
+        cfg.services.mechanisms.clone(),
+        Arc::clone(&cfg.services.principal_builder),
+        Arc::clone(&cfg.services.policy),
+        cfg.services.events.clone(),
+    )
+    .with_authorizer(Some(authz));
+    let cfg = Arc::new(
+        ConnectionConfig::new("test", Arc::new(services), Arc::clone(&cfg.api_versions))
+            .with_max_reauth_ms(cfg.max_reauth_ms),
+    );
     let mut c = Connection::new(cfg, IpAddr::from([127, 0, 0, 1]), false);
     let _ = handshake(&mut c, 1, "TEST");
     let _ = authenticate(&mut c, 2, b"alice:pw", 0);
@@ -650,7 +661,14 @@ fn reauthentication_renews_the_session_and_keeps_the_ticket() {
         events.try_recv(),
         Some(Event::SessionReauthenticated { .. })
     ));
-    assert_eq!(c.config.metrics.snapshot().successful_reauthentication, 1);
+    assert_eq!(
+        c.config
+            .services
+            .metrics
+            .snapshot()
+            .successful_reauthentication,
+        1
+    );
 
     // A second handshake within a second of the last one is not a re-authentication.
     let (_, hs): (_, SaslHandshakeResponse) = response(
@@ -685,7 +703,10 @@ fn reauthentication_as_another_principal_fails_and_closes() {
         Some("Cannot change principals during re-authentication from User.alice: User.bob")
     );
     assert!(c.is_failed());
-    assert_eq!(c.config.metrics.snapshot().failed_reauthentication, 1);
+    assert_eq!(
+        c.config.services.metrics.snapshot().failed_reauthentication,
+        1
+    );
 }
 
 #[test]
@@ -751,7 +772,14 @@ fn requests_on_an_expired_session_close_it_but_a_handshake_may_still_reauthentic
         c.handle_frame(metadata, 9_000_000),
         vec![Action::CloseAfterInFlight(CloseReason::SessionExpired)]
     );
-    assert_eq!(c.config.metrics.snapshot().expired_connections_killed, 1);
+    assert_eq!(
+        c.config
+            .services
+            .metrics
+            .snapshot()
+            .expired_connections_killed,
+        1
+    );
     let mut saw_expired = false;
     while let Some(e) = events.try_recv() {
         saw_expired |= matches!(e, Event::SessionExpired { .. });
@@ -766,14 +794,22 @@ fn a_revoked_session_is_closed_at_its_next_request() {
     let _ = authenticate(&mut c, 2, b"alice:pw", 0);
     // The test mechanism reports no credential: the session belongs to its mechanism and
     // authorization id, and a same-named SCRAM credential has nothing to do with it.
-    let n = c.config.sessions.handle_event(&Event::CredentialChanged {
-        user: "alice".into(),
-        mechanism: "SCRAM-SHA-512".into(),
-    });
+    let n = c
+        .config
+        .services
+        .sessions
+        .handle_event(&Event::CredentialChanged {
+            user: "alice".into(),
+            mechanism: "SCRAM-SHA-512".into(),
+        });
     assert_eq!(n, 0);
-    let n = c.config.sessions.handle_event(&Event::CredentialRevoked {
-        credential: crate::credentials::CredentialId::plugin("TEST", "alice"),
-    });
+    let n = c
+        .config
+        .services
+        .sessions
+        .handle_event(&Event::CredentialRevoked {
+            credential: crate::credentials::CredentialId::plugin("TEST", "alice"),
+        });
     assert_eq!(n, 1);
     let metadata = Bytes::from_static(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 0, 0xff, 0xff, 0xff, 0xff]);
     assert_eq!(
@@ -790,11 +826,13 @@ fn per_mechanism_reauth_overrides_apply() {
     overrides.insert("TEST".to_owned(), 5_000);
     let cfg = ConnectionConfig::new(
         "t",
-        vec![Arc::new(Fixed)],
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(Upstream),
+        Arc::new(NodeServices::new(
+            vec![Arc::new(Fixed)],
+            Arc::new(DefaultPrincipalBuilder),
+            Arc::new(Upstream),
+            events,
+        )),
         table,
-        events,
     )
     .with_max_reauth_ms(Some(60_000))
     .with_max_reauth_ms_by_mechanism(overrides);
@@ -812,11 +850,13 @@ fn sessions_without_expiry_never_reauthenticate() {
     let table = Arc::new(ArcSwap::from_pointee(ApiVersionTable::default()));
     let cfg = ConnectionConfig::new(
         "t",
-        vec![Arc::new(Fixed)],
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(Upstream),
+        Arc::new(NodeServices::new(
+            vec![Arc::new(Fixed)],
+            Arc::new(DefaultPrincipalBuilder),
+            Arc::new(Upstream),
+            events,
+        )),
         table,
-        events,
     );
     let mut c = Connection::new(Arc::new(cfg), IpAddr::from([127, 0, 0, 1]), false);
     let _ = handshake(&mut c, 1, "TEST");
@@ -853,16 +893,20 @@ fn cluster_connection(on_leader: bool) -> Connection {
     let table = ApiVersionTable::from_ranges([(29, 1, 3), (30, 1, 3), (31, 1, 3)]);
     let cfg = ConnectionConfig::new(
         "test",
-        vec![Arc::new(Fixed)],
-        Arc::new(DefaultPrincipalBuilder),
-        Arc::new(LocalSecurity),
+        Arc::new(
+            NodeServices::new(
+                vec![Arc::new(Fixed)],
+                Arc::new(DefaultPrincipalBuilder),
+                Arc::new(LocalSecurity),
+                EventBus::new(),
+            )
+            .with_local_handlers(
+                crate::local::acls::AclApis::handlers(None)
+                    .into_iter()
+                    .collect(),
+            ),
+        ),
         Arc::new(ArcSwap::from_pointee(table)),
-        EventBus::new(),
-    )
-    .with_local_handlers(
-        crate::local::acls::AclApis::handlers(None)
-            .into_iter()
-            .collect(),
     )
     .with_mutations_on_leader(on_leader);
     let mut c = Connection::new(Arc::new(cfg), IpAddr::from([10, 9, 8, 7]), false);
@@ -969,11 +1013,13 @@ fn builder_config() -> (Arc<ConnectionConfig>, crate::events::Subscription) {
     )));
     let cfg = ConnectionConfig::new(
         "test",
-        vec![Arc::new(Fixed)],
-        Arc::new(CertificateBuilder),
-        Arc::new(Upstream),
+        Arc::new(NodeServices::new(
+            vec![Arc::new(Fixed)],
+            Arc::new(CertificateBuilder),
+            Arc::new(Upstream),
+            events,
+        )),
         table,
-        events,
     );
     (Arc::new(cfg), sub)
 }
@@ -1090,7 +1136,7 @@ fn a_refused_session_fails_the_authentication_with_the_hosts_message() {
         Some(Event::AuthenticationFailed { reason, .. }) if reason == message
     ));
     assert_eq!(
-        c.config.sessions.len(),
+        c.config.services.sessions.len(),
         0,
         "the refused session is unregistered"
     );

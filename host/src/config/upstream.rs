@@ -112,6 +112,20 @@ pub struct ForwardingConfig {
     pub delegated: crate::delegated_config::DelegatedConfig,
 }
 
+impl ForwardingConfig {
+    /// `[forwarding.delegated]` when the policy is `delegated` (`None` otherwise).
+    pub fn delegated_settings(&self) -> Option<&crate::delegated_config::DelegatedSettings> {
+        (self.policy == "delegated").then_some(&self.delegated.0)
+    }
+
+    /// `authorizer = "upstream"` under the `delegated` policy: upstream-bound requests are
+    /// allowed locally and the upstream decides, as the client's principal.
+    pub fn upstream_authorizes(&self) -> bool {
+        self.delegated_settings()
+            .is_some_and(|s| s.authorizer == crate::delegated_config::AuthorizerMode::Upstream)
+    }
+}
+
 impl Default for ForwardingConfig {
     fn default() -> Self {
         Self {

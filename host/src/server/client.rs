@@ -273,6 +273,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 Event::Revoked => {
                     self.shared
                         .connection_config
+                        .services
                         .metrics
                         .revoked_connections_closed();
                     Some(Phase::Closing(End::Closed(CloseReason::CredentialRevoked)))
@@ -749,7 +750,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     /// nothing more meanwhile (Kafka answers one request of a connection at a time); other
     /// connections are served by other tasks.
     async fn carry_out_persist(&mut self, persist: portcullis::local::Persist) -> Option<End> {
-        match super::persist::run(self.shared.store_writer.as_ref(), persist).await {
+        match super::persist::run(&self.shared.store_writer, persist).await {
             super::persist::Finished::Respond(frame) => {
                 self.queue.push_ready(frame);
                 None

@@ -36,23 +36,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use portcullis::authorizer::Authorizer;
 use portcullis::connection::ConnectionConfig;
-use portcullis::events::EventBus;
-use portcullis::forwarding::ForwardingPolicy;
-use portcullis::local::LocalHandler;
-use portcullis::login::LoginModule;
-use portcullis::metrics::SecurityMetrics;
-use portcullis::principal::PrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
-use portcullis::reauth::ReauthScheduler;
-use portcullis::sasl::SaslMechanism;
 use portcullis::throttle::ThrottlePolicy;
 use tokio::net::TcpSocket;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{LimitsConfig, ListenerConfig, ShutdownConfig, UpstreamConfig};
 use crate::node::Node;
 use admission::Admission;
 use brokers::Target;
@@ -68,58 +58,6 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(2);
 /// Connections the bootstrap listener's kernel queue holds while none can be accepted.
 const LISTEN_BACKLOG: u32 = 1024;
 
-/// Everything the network runtime needs from a node.
-pub struct ServerParts {
-    /// `[listener]`.
-    pub listener: ListenerConfig,
-    /// `[upstream]`.
-    pub upstream: UpstreamConfig,
-    /// `[limits]`.
-    pub limits: LimitsConfig,
-    /// `[shutdown]`.
-    pub shutdown: ShutdownConfig,
-    /// Enabled mechanisms, in the configured order.
-    pub mechanisms: Vec<Arc<dyn SaslMechanism>>,
-    /// Maps authentications to principals.
-    pub principal_builder: Arc<dyn PrincipalBuilder>,
-    /// Routes authenticated requests.
-    pub policy: Arc<dyn ForwardingPolicy>,
-    /// Where security events go.
-    pub events: EventBus,
-    /// Authenticates Portcullis upstream (`SASL_PLAINTEXT`, `SASL_SSL`).
-    pub upstream_login: Option<Arc<dyn LoginModule>>,
-    /// Every authenticated session (KIP-368).
-    pub sessions: ReauthScheduler,
-    /// Authentication counters.
-    pub metrics: Arc<SecurityMetrics>,
-    /// The authorizer, if one is configured.
-    pub authorizer: Option<Arc<dyn Authorizer>>,
-    /// Locally served security APIs.
-    pub local_handlers: Vec<Arc<dyn LocalHandler>>,
-    /// Where the local APIs' writes go (`None`: they fail with the store error).
-    pub store_writer: Option<crate::store_writer::StoreWriter>,
-    /// `[forwarding.delegated]` when the policy is `delegated` (`None` otherwise).
-    pub delegated: Option<crate::delegated_config::DelegatedSettings>,
-}
-
-impl std::fmt::Debug for ServerParts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerParts")
-            .field("listener", &self.listener)
-            .field("upstream", &self.upstream)
-            .field(
-                "mechanisms",
-                &self
-                    .mechanisms
-                    .iter()
-                    .map(|m| m.name().to_owned())
-                    .collect::<Vec<_>>(),
-            )
-            .field("policy", &self.policy.name())
-            .finish_non_exhaustive()
-    }
-}
-
 /// State shared by every listener and connection of a server.
 pub(crate) struct Shared {
     connection_config: Arc<ConnectionConfig>,
@@ -129,7 +67,7 @@ pub(crate) struct Shared {
     broker_listeners: BrokerListeners,
     tls: Option<TlsAcceptor>,
     shutdown: watch::Receiver<bool>,
-    store_writer: Option<crate::store_writer::StoreWriter>,
+    store_writer: crate::store_writer::StoreWriter,
     admission: Arc<Admission>,
     limits: ConnectionLimits,
     /// Permits to run a SASL step on the blocking pool (see `client::step_off_runtime`).
@@ -166,32 +104,36 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Checks the configuration and binds the bootstrap listener (without listening yet).
-    pub async fn bind(parts: ServerParts) -> anyhow::Result<Self> {
-        let protocol = parts.upstream.security_protocol;
-        let login = match (protocol.uses_sasl(), parts.upstream_login) {
-            (true, Some(login)) => Some(login),
+    /// Checks the node's configuration and binds the bootstrap listener (without listening
+    /// yet). The connections share the node's services ([`Node::services`]); what is the
+    /// listener's own (name, frame and re-authentication limits, failure throttle) comes from
+    /// `[listener]` and `[limits]`.
+    pub async fn bind(node: &Node) -> anyhow::Result<Self> {
+        let config = &node.config;
+        let protocol = config.upstream.security_protocol;
+        let login = match (protocol.uses_sasl(), &node.upstream_login) {
+            (true, Some(login)) => Some(Arc::clone(login)),
             (true, None) => anyhow::bail!(
                 "[upstream] security_protocol = {} needs a login module (sasl_mechanism, username, password)",
                 protocol.name()
             ),
             (false, _) => None,
         };
-        if parts.upstream.bootstrap_servers.is_empty() {
+        if config.upstream.bootstrap_servers.is_empty() {
             anyhow::bail!("[upstream] bootstrap_servers is empty");
         }
-        let tls = match &parts.listener.tls {
+        let tls = match &config.listener.tls {
             Some(config) => Some(tls::acceptor(config).context("[listener.tls]")?),
             None => None,
         };
         let upstream_tls = if protocol.uses_tls() {
-            let config = parts.upstream.tls.clone().unwrap_or_default();
-            Some(tls::connector(&config).context("[upstream.tls]")?)
+            let tls_config = config.upstream.tls.clone().unwrap_or_default();
+            Some(tls::connector(&tls_config).context("[upstream.tls]")?)
         } else {
             None
         };
-        let listener = &parts.listener;
-        let limits = &parts.limits;
+        let listener = &config.listener;
+        let limits = &config.limits;
         let api_versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
             &ApiVersionTable::default(),
         )));
@@ -206,14 +148,14 @@ impl Server {
             free_failures: limits.failed_authentication.free_failures,
             half_life: Duration::from_millis(limits.failed_authentication.half_life_ms.max(1)),
         };
-        let delegated = parts.delegated.as_ref().map(|settings| {
+        let delegated = config.forwarding.delegated_settings().map(|settings| {
             let service = login
                 .as_ref()
                 .map(|l| l.credential().principal_name)
                 .unwrap_or_else(|| "ANONYMOUS".to_owned());
             let delegated = delegated::DelegatedUpstream::new(settings.clone(), service);
             // A removed or changed credential expires that principal's upstream token at once.
-            let subscription = parts.events.subscribe(4_096);
+            let subscription = node.services.events.subscribe(4_096);
             let revoker = Arc::clone(&delegated);
             let spawned = std::thread::Builder::new()
                 .name("portcullis-delegated-revocation".into())
@@ -229,41 +171,21 @@ impl Server {
             }
             delegated
         });
-        // `authorizer = "upstream"`: upstream-bound requests are allowed locally, the upstream
-        // decides as the client's principal.
-        let upstream_decides = parts
-            .delegated
-            .as_ref()
-            .is_some_and(|s| s.authorizer == crate::delegated_config::AuthorizerMode::Upstream);
         let connection_config = ConnectionConfig::new(
             listener.name.clone(),
-            parts.mechanisms,
-            parts.principal_builder,
-            parts.policy,
+            Arc::clone(&node.services),
             api_versions,
-            parts.events,
         )
         .with_frame_limits(listener.max_pre_auth_frame_bytes, listener.max_frame_bytes)
         .with_failure_throttle(throttle)
         .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
         .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
-        .with_sessions(parts.sessions, parts.metrics)
-        .with_local_handlers(parts.local_handlers)
         // A node sharing its store with a cluster (issue 13): mutations run on the writer.
-        .with_mutations_on_leader(
-            parts
-                .store_writer
-                .as_ref()
-                .is_some_and(|w| w.cluster().is_some()),
-        )
+        .with_mutations_on_leader(node.writer.cluster().is_some())
         // `delegated`: each new session's upstream token is obtained before the client is told
         // it authenticated, so a refusal fails the authentication with a message the client
         // shows (see `delegated::DelegatedUpstream::admit`).
         .with_session_admission(delegated.is_some());
-        let connection_config = match parts.authorizer {
-            Some(authorizer) if !upstream_decides => connection_config.with_authorizer(authorizer),
-            _ => connection_config,
-        };
 
         let bootstrap = reserve_port(&listener.address)
             .with_context(|| format!("cannot listen on {}", listener.address))?;
@@ -275,10 +197,10 @@ impl Server {
         let shared = Shared {
             connection_config: Arc::new(connection_config),
             upstream: UpstreamSettings {
-                bootstrap_servers: parts.upstream.bootstrap_servers.clone(),
+                bootstrap_servers: config.upstream.bootstrap_servers.clone(),
                 login,
                 tls: upstream_tls,
-                connect_timeout: Duration::from_millis(parts.upstream.connect_timeout_ms),
+                connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
                 versions: ArcSwap::from_pointee(ApiVersionTable::default()),
             },
             brokers: BrokerMap::new(),
@@ -289,7 +211,7 @@ impl Server {
             broker_listeners: BrokerListeners::new(local.ip(), listener.broker_port_base),
             tls,
             shutdown,
-            store_writer: parts.store_writer,
+            store_writer: node.writer.clone(),
             admission: Arc::new(Admission::new(
                 limits.max_connections,
                 limits.max_connections_per_ip,
@@ -307,7 +229,7 @@ impl Server {
             shared: Arc::new(shared),
             bootstrap,
             stop,
-            grace: Duration::from_millis(parts.shutdown.grace_ms),
+            grace: Duration::from_millis(config.shutdown.grace_ms),
         })
     }
 
@@ -424,44 +346,15 @@ fn sasl_worker_count() -> usize {
         .max(1)
 }
 
-impl ServerParts {
-    /// The pieces of a node the network runtime uses.
-    pub fn from_node(node: &Node) -> Self {
-        Self {
-            listener: node.config.listener.clone(),
-            upstream: node.config.upstream.clone(),
-            limits: node.config.limits.clone(),
-            shutdown: node.config.shutdown.clone(),
-            mechanisms: node.mechanisms.clone(),
-            principal_builder: node.principal_builder.clone(),
-            policy: node.policy.clone(),
-            events: node.events.clone(),
-            upstream_login: node.upstream_login.clone(),
-            sessions: node.sessions.clone(),
-            metrics: node.metrics.clone(),
-            authorizer: node.authorizer.clone(),
-            local_handlers: node.local_handlers.clone(),
-            store_writer: Some(node.writer.clone()),
-            delegated: (node.config.forwarding.policy == "delegated")
-                .then(|| node.config.forwarding.delegated.0.clone()),
-        }
-    }
-}
-
 /// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
     if let Some(login) = &node.upstream_login {
-        crate::services::spawn_credential_refresh(login.clone(), node.events.clone());
+        crate::services::spawn_credential_refresh(login.clone(), node.services.events.clone());
     }
     if let Some(tokens) = &node.tokens {
         crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());
     }
-    run_parts(ServerParts::from_node(&node)).await
-}
-
-/// [`run`] for a node assembled by other means.
-pub async fn run_parts(parts: ServerParts) -> anyhow::Result<()> {
-    Server::bind(parts).await?.serve(stop_signal()).await
+    Server::bind(&node).await?.serve(stop_signal()).await
 }
 
 async fn stop_signal() {
@@ -491,14 +384,15 @@ async fn stop_signal() {
 /// opens a listener for every broker.
 async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
     let discovery = discover(&shared.upstream).await?;
-    let local = shared.connection_config.local_handlers.iter().map(|h| {
+    let services = &shared.connection_config.services;
+    let local = services.local_handlers.iter().map(|h| {
         let (min, max) = h.versions();
         (h.api_key(), min, max)
     });
     let advertised = ApiVersionTable::advertised_with(&discovery.versions, local);
     // With an authorizer, only versions whose requests the authorization map can read are
     // advertised: a request Portcullis cannot check is never forwarded.
-    let advertised = if shared.connection_config.authorizer.is_some() {
+    let advertised = if services.authorizer.is_some() {
         portcullis::authorization::restrict_versions(&advertised)
     } else {
         advertised

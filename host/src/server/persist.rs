@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use portcullis::connection::RequestError;
-use portcullis::local::{Effect, Persist, PersistError};
+use portcullis::local::{Effect, Persist};
 
 use crate::store_writer::StoreWriter;
 
@@ -22,10 +22,10 @@ pub(super) enum Finished {
 }
 
 /// Runs `persist` (and any persist its continuation asks for) to an answer.
-pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finished {
+pub(super) async fn run(writer: &StoreWriter, persist: Persist) -> Finished {
     // A mutation of a node that shares its store with a cluster runs where the writer is.
     if let Some(request) = persist.leader_request() {
-        return match writer.and_then(StoreWriter::cluster) {
+        return match writer.cluster() {
             Some(cluster) => match cluster.run_mutation(request).await {
                 crate::cluster::Answer::Respond(bytes) => Finished::Respond(bytes),
                 crate::cluster::Answer::Close(reason) => Finished::Close(reason),
@@ -39,12 +39,7 @@ pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finis
             Effect::Respond(frame) => return Finished::Respond(frame),
             Effect::Close(reason) => return Finished::Close(reason),
             Effect::Persist(persist) => {
-                let outcome = match writer {
-                    Some(writer) => writer.persist(persist.batch().clone()).await,
-                    None => Err(PersistError::Failed(
-                        "this node has no metadata store".to_owned(),
-                    )),
-                };
+                let outcome = writer.persist(persist.batch().clone()).await;
                 effect = persist.complete(outcome, now_ms());
             }
         }

@@ -24,7 +24,7 @@ use portcullis::secret::Secret;
 use portcullis::store::MetadataRecord;
 use portcullis_host::config::Config;
 use portcullis_host::node::Node;
-use portcullis_host::server::{Server, ServerParts};
+use portcullis_host::server::Server;
 use portcullis_plugin_scram::{derive_credential, random_salt, ScramClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -115,7 +115,7 @@ secret = "telemetry-token-secret"
         let node = Node::build(config).unwrap();
         node.store.shared().append(records).unwrap();
         let node = Arc::new(node);
-        let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
+        let server = Server::bind(&node).await.unwrap();
         let address = server.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async {
