@@ -230,6 +230,31 @@ pub fn span_filter() -> Targets {
         .with_target(PLUGIN_LOG_TARGET, LevelFilter::INFO)
 }
 
+/// The `tracing-opentelemetry` layer that turns spans into OpenTelemetry spans of `tracer`,
+/// with the layer's per-span extras switched off: they cost on every span or on every poll of
+/// the connection's task, and carry nothing an operator reads (docs/observability.md, "Cost").
+/// - no busy/idle time (`busy_ns`, `idle_ns`): two clock reads on every enter and exit, and
+///   the connection span is entered on every poll of its task;
+/// - no OpenTelemetry context activation on enter: nothing here reads
+///   `opentelemetry::Context::current()` (parents are `tracing` parents);
+/// - no `thread.id`/`thread.name` (a `String` per span), no `code.*` location and no `target`
+///   attribute (always `portcullis::span`): three to five attributes per span less to build,
+///   queue, encode and send.
+pub fn span_layer<S, T>(tracer: T) -> tracing_opentelemetry::OpenTelemetryLayer<S, T>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    T: opentelemetry::trace::Tracer + 'static,
+    T::Span: Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_tracked_inactivity(false)
+        .with_context_activation(false)
+        .with_threads(false)
+        .with_location(false)
+        .with_target(false)
+}
+
 /// The target of plugin log lines (`HostServices::log`).
 pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 
@@ -245,11 +270,9 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
         Some(endpoint) => Some(tracer_provider(config, endpoint, export_runtime.as_ref())?),
         None => None,
     };
-    let otel_layer = tracer_provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer(SCOPE))
-            .with_filter(span_filter())
-    });
+    let otel_layer = tracer_provider
+        .as_ref()
+        .map(|provider| span_layer(provider.tracer(SCOPE)).with_filter(span_filter()));
     let ansi = io::IsTerminal::is_terminal(&io::stderr());
     let (text, json) = match config.log_format {
         LogFormat::Text => (
