@@ -33,8 +33,8 @@ fn a_dynamic_plugin_s_span_and_log_line_appear_under_the_host_s_span() {
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber = tracing_subscriber::registry().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("test"))
+        // The layer `serve` installs, with its settings (telemetry::span_layer).
+        portcullis_host::telemetry::span_layer(provider.tracer("test"))
             .with_filter(portcullis_host::telemetry::span_filter()),
     );
     let alice = Principal::user("alice");

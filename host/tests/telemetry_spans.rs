@@ -120,8 +120,8 @@ async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_logi
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber = tracing_subscriber::registry().with(
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("test"))
+        // The layer `serve` installs, with its settings (telemetry::span_layer).
+        portcullis_host::telemetry::span_layer(provider.tracer("test"))
             .with_filter(portcullis_host::telemetry::span_filter()),
     );
     // Global: the server's connections run on the runtime's worker threads.
@@ -265,6 +265,25 @@ async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_logi
     let connection = parent(&spans, produce).expect("the request has a parent");
     assert_eq!(connection.name, "kafka.connection");
     assert_eq!(attr_str(connection, "enduser.id"), format!("User:{USER}"));
+    // Recorded once, when the connection authenticated; not again with every request.
+    let principal_records = connection
+        .attributes
+        .iter()
+        .filter(|kv| kv.key.as_str() == "enduser.id")
+        .count();
+    assert_eq!(principal_records, 1, "{:?}", connection.attributes);
+    // telemetry::span_layer switches off the layer's per-span extras.
+    for span in [connection, produce] {
+        for extra in [
+            "busy_ns",
+            "idle_ns",
+            "thread.name",
+            "code.file.path",
+            "target",
+        ] {
+            assert!(attr(span, extra).is_none(), "{extra} on {}", span.name);
+        }
+    }
     assert_eq!(attr_str(produce, "enduser.id"), format!("User:{USER}"));
     assert_eq!(attr_str(produce, "portcullis.route"), "upstream");
     assert_eq!(attr_str(produce, "messaging.system"), "kafka");

@@ -1,9 +1,11 @@
 """Observability end to end (docs/observability.md): a real Jaeger all-in-one (Jaeger v2, built
-from the Go module by scripts/lib/jaeger.sh; `JAEGER_BIN`) receives OTLP/HTTP from a Portcullis
-while confluent-kafka logs in and produces; the test finds the produce's trace through Jaeger's
-HTTP query API, with its SASL and authorization spans. The same Portcullis' Prometheus endpoint
-is scraped: its counters match what the test did (n logins, m failed logins, k denials), and
-/healthz and /readyz answer."""
+from the Go module by scripts/lib/jaeger.sh; `JAEGER_BIN`) receives OTLP from a Portcullis, once
+over OTLP/gRPC and once over OTLP/HTTP (`otlp_protocol`), while confluent-kafka logs in and
+produces; the test finds the produce's trace through Jaeger's HTTP query API, with its SASL and
+authorization spans. The same Portcullis' Prometheus endpoint is scraped: its counters match
+what the test did (n logins, m failed logins, k denials), and /healthz and /readyz answer. The
+metrics pushed over OTLP reach Jaeger's collector too, whose own Prometheus exporter re-exposes
+them: the pushed login count matches."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from conftest import PORTCULLIS_USERS, free_ports, host_port, wait_for_port
 from kafka_wire import Conn, plain_token
-from prometheus import scrape, total
+from prometheus import MetricsEndpoint, scrape, total
 from reauth_support import start_portcullis
 
 pytestmark = pytest.mark.portcullis_only
@@ -33,6 +35,9 @@ service:
       receivers: [otlp]
       processors: [batch]
       exporters: [jaeger_storage_exporter]
+    metrics:
+      receivers: [otlp]
+      exporters: [prometheus]
   telemetry:
     metrics:
       level: none
@@ -54,14 +59,18 @@ extensions:
 receivers:
   otlp:
     protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc}
       http:
-        endpoint: 127.0.0.1:{otlp}
+        endpoint: 127.0.0.1:{otlp_http}
 processors:
   batch:
     timeout: 200ms
 exporters:
   jaeger_storage_exporter:
     trace_storage: mem
+  prometheus:
+    endpoint: 127.0.0.1:{pushed_metrics}
 """
 
 
@@ -72,17 +81,23 @@ def jaeger(run_dir):
         raise RuntimeError("JAEGER_BIN must name the Jaeger binary: scripts/test.sh builds it with scripts/lib/jaeger.sh")
     workdir = run_dir / "jaeger"
     workdir.mkdir(parents=True, exist_ok=False)
-    query, query_grpc, otlp = free_ports(3)
+    query, query_grpc, otlp_grpc, otlp_http, pushed_metrics = free_ports(5)
     config = workdir / "jaeger.yaml"
-    config.write_text(JAEGER_CONFIG.format(query=query, query_grpc=query_grpc, otlp=otlp))
+    config.write_text(JAEGER_CONFIG.format(query=query, query_grpc=query_grpc, otlp_grpc=otlp_grpc,
+                                           otlp_http=otlp_http, pushed_metrics=pushed_metrics))
     log = (workdir / "jaeger.log").open("w")
     # Jaeger's own traces would go to a default OTLP endpoint that is not there.
     env = {**os.environ, "OTEL_TRACES_EXPORTER": "none"}
     proc = subprocess.Popen([binary, "--config", str(config)], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for_port("127.0.0.1", query, 60, proc)
-        wait_for_port("127.0.0.1", otlp, 60, proc)
-        yield {"query": f"http://127.0.0.1:{query}", "otlp": f"http://127.0.0.1:{otlp}"}
+        for port in (otlp_grpc, otlp_http, pushed_metrics):
+            wait_for_port("127.0.0.1", port, 60, proc)
+        yield {
+            "query": f"http://127.0.0.1:{query}",
+            "otlp": {"grpc": f"http://127.0.0.1:{otlp_grpc}", "http/protobuf": f"http://127.0.0.1:{otlp_http}"},
+            "pushed_metrics": MetricsEndpoint(f"127.0.0.1:{pushed_metrics}"),
+        }
     finally:
         proc.terminate()
         try:
@@ -121,13 +136,17 @@ def tags(span: dict) -> dict:
     return {t["key"]: t["value"] for t in span.get("tags", [])}
 
 
-def test_a_produce_is_traced_in_jaeger_and_counted_in_prometheus(launcher, jaeger):
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_a_produce_is_traced_in_jaeger_and_counted_in_prometheus(launcher, jaeger, protocol):
+    name = "grpc" if protocol == "grpc" else "http"
+    service = f"portcullis-e2e-{name}"
     p, metrics = start_portcullis(
-        launcher, "telemetry",
+        launcher, f"telemetry-{name}",
         extra_sections={
             # alice may do everything; carol nothing (no ACL: denied).
             "authorizer": {"plugin": "acl", "super_users": ["User:alice"]},
-            "telemetry": {"otlp_endpoint": jaeger["otlp"], "service_name": "portcullis-e2e"},
+            "telemetry": {"otlp_endpoint": jaeger["otlp"][protocol], "otlp_protocol": protocol,
+                          "service_name": service, "metrics_export_interval_ms": 300},
         },
     )
     admin_base = f"http://{metrics.address}"
@@ -189,11 +208,26 @@ def test_a_produce_is_traced_in_jaeger_and_counted_in_prometheus(launcher, jaege
                 resource_type="TOPIC", operation="WRITE") >= 1
     assert diff("portcullis_upstream_request_duration_seconds_count", messaging_operation_name="Produce") >= 1
 
+    # The same counters pushed over OTLP (this protocol) and re-exposed by Jaeger's collector,
+    # under this Portcullis' service name (the `job` label): the same PLAIN login count as its
+    # own endpoint, which includes this test's n logins.
+    local = total(scrape(metrics), "portcullis_authentications_total", outcome="success",
+                  sasl_mechanism="PLAIN")
+    assert local >= n_logins
+    deadline = time.monotonic() + 15
+    while True:
+        pushed = total(scrape(jaeger["pushed_metrics"]), "portcullis_authentications_total", job=service,
+                       outcome="success", sasl_mechanism="PLAIN")
+        if pushed == local or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert pushed == local, f"the logins pushed over OTLP ({protocol}) as Jaeger's collector saw them"
+
     # Jaeger: the trace of alice's produce, with its SASL and authorization spans.
     deadline = time.monotonic() + 30
     found = None
     while found is None and time.monotonic() < deadline:
-        data = get_json(f"{jaeger['query']}/api/traces?service=portcullis-e2e&limit=50&lookback=1h")
+        data = get_json(f"{jaeger['query']}/api/traces?service={service}&limit=50&lookback=1h")
         for trace in data.get("data") or []:
             names = {s["operationName"] for s in trace["spans"]}
             if "kafka Produce" in names:
@@ -201,7 +235,7 @@ def test_a_produce_is_traced_in_jaeger_and_counted_in_prometheus(launcher, jaege
                 break
         if found is None:
             time.sleep(0.5)
-    assert found is not None, "no trace with a Produce span reached Jaeger"
+    assert found is not None, f"no trace with a Produce span reached Jaeger over {protocol}"
     spans = {s["spanID"]: s for s in found["spans"]}
 
     def parent_of(span):

@@ -301,6 +301,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     }
 
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
+        let authenticated_before = self.connection.is_authenticated();
         let actions = match incoming {
             Incoming::Read(ReadOutcome::Frame(frame)) => {
                 self.request_span = crate::telemetry::traces::request_span(&frame);
@@ -318,7 +319,12 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             Incoming::Read(ReadOutcome::Closed) => return Some(Phase::Gone(End::ClientClosed)),
             Incoming::OverBudget(size) => return Some(Phase::Closing(End::PreAuthBudget(size))),
         };
-        crate::telemetry::traces::record_decision(&self.request_span, &self.connection, &actions);
+        crate::telemetry::traces::record_decision(
+            &self.request_span,
+            &self.connection,
+            &actions,
+            !authenticated_before && self.connection.is_authenticated(),
+        );
         let phase = self.apply(actions).await;
         self.request_span = tracing::Span::none();
         phase

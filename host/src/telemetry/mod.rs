@@ -30,7 +30,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer as _;
 
-pub use config::{LogFormat, TelemetryConfig};
+pub use config::{LogFormat, OtlpProtocol, TelemetryConfig};
 pub use portcullis::telemetry::SPAN_TARGET;
 
 /// The instrumentation scope of every span and instrument.
@@ -40,6 +40,9 @@ pub const SCOPE: &str = "portcullis";
 pub struct Telemetry {
     tracer_provider: Option<SdkTracerProvider>,
     meter_provider: Option<SdkMeterProvider>,
+    /// With OTLP/gRPC: the runtime that drives the gRPC channel (see [`ExportRuntime`]).
+    /// Declared after the providers so that it outlives their last export.
+    _export_runtime: Option<ExportRuntime>,
     /// The registry the admin endpoint's `/metrics` reads (present with `prometheus_address`).
     pub prometheus: Option<prometheus::Registry>,
 }
@@ -84,14 +87,90 @@ fn signal_url(base: &str, path: &str) -> String {
     format!("{}{path}", base.trim_end_matches('/'))
 }
 
-/// Builds the trace pipeline: OTLP/HTTP with a batch processor (its own thread), sampled by
+/// A one-thread tokio runtime of its own for the OTLP/gRPC exporters. The gRPC channel (tonic)
+/// spawns its connection task on the runtime current when it is built, and the SDK's batch
+/// processor and periodic reader call the exporter from their own threads; a separate runtime
+/// keeps export I/O off the data path's runtime and lets [`init`] run before that one exists
+/// (and flush after it stopped).
+struct ExportRuntime(tokio::runtime::Runtime);
+
+impl ExportRuntime {
+    fn start() -> anyhow::Result<Self> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-grpc")
+            .enable_all()
+            .build()
+            .map(Self)
+            .context("cannot start the OTLP/gRPC export runtime")
+    }
+}
+
+/// The OTLP span exporter for `endpoint` over the configured protocol; a gRPC channel is built
+/// inside `runtime` (present exactly when the protocol is gRPC).
+fn span_exporter(
+    protocol: OtlpProtocol,
+    endpoint: &str,
+    runtime: Option<&ExportRuntime>,
+) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
+    let built = match (protocol, runtime) {
+        (OtlpProtocol::Grpc, Some(runtime)) => {
+            let _entered = runtime.0.enter();
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(endpoint)
+                .build()
+        }
+        (OtlpProtocol::HttpProtobuf, _) => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(signal_url(endpoint, "/v1/traces"))
+            .build(),
+        (OtlpProtocol::Grpc, None) => anyhow::bail!("OTLP/gRPC needs its export runtime"),
+    };
+    built.with_context(|| {
+        format!(
+            "cannot build the OTLP span exporter ({}, {endpoint})",
+            protocol.as_str()
+        )
+    })
+}
+
+/// The OTLP metric exporter, as [`span_exporter`].
+fn metric_exporter(
+    protocol: OtlpProtocol,
+    endpoint: &str,
+    runtime: Option<&ExportRuntime>,
+) -> anyhow::Result<opentelemetry_otlp::MetricExporter> {
+    let built = match (protocol, runtime) {
+        (OtlpProtocol::Grpc, Some(runtime)) => {
+            let _entered = runtime.0.enter();
+            opentelemetry_otlp::MetricExporter::builder()
+                .with_tonic()
+                .with_endpoint(endpoint)
+                .build()
+        }
+        (OtlpProtocol::HttpProtobuf, _) => opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_endpoint(signal_url(endpoint, "/v1/metrics"))
+            .build(),
+        (OtlpProtocol::Grpc, None) => anyhow::bail!("OTLP/gRPC needs its export runtime"),
+    };
+    built.with_context(|| {
+        format!(
+            "cannot build the OTLP metric exporter ({}, {endpoint})",
+            protocol.as_str()
+        )
+    })
+}
+
+/// Builds the trace pipeline: OTLP with a batch processor (its own thread), sampled by
 /// `trace_sample_ratio` at the root (the connection span) and following the parent below it.
-fn tracer_provider(config: &TelemetryConfig, endpoint: &str) -> anyhow::Result<SdkTracerProvider> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_endpoint(signal_url(endpoint, "/v1/traces"))
-        .build()
-        .context("cannot build the OTLP span exporter")?;
+fn tracer_provider(
+    config: &TelemetryConfig,
+    endpoint: &str,
+    runtime: Option<&ExportRuntime>,
+) -> anyhow::Result<SdkTracerProvider> {
+    let exporter = span_exporter(config.otlp_protocol, endpoint, runtime)?;
     Ok(SdkTracerProvider::builder()
         .with_resource(resource(config))
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
@@ -105,6 +184,7 @@ fn tracer_provider(config: &TelemetryConfig, endpoint: &str) -> anyhow::Result<S
 /// neither is configured (the instruments are then no-ops).
 fn meter_provider(
     config: &TelemetryConfig,
+    runtime: Option<&ExportRuntime>,
 ) -> anyhow::Result<(Option<SdkMeterProvider>, Option<prometheus::Registry>)> {
     let mut builder = SdkMeterProvider::builder().with_resource(resource(config));
     let mut registry = None;
@@ -118,11 +198,7 @@ fn meter_provider(
         registry = Some(r);
     }
     if let Some(endpoint) = &config.otlp_endpoint {
-        let exporter = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_endpoint(signal_url(endpoint, "/v1/metrics"))
-            .build()
-            .context("cannot build the OTLP metric exporter")?;
+        let exporter = metric_exporter(config.otlp_protocol, endpoint, runtime)?;
         let reader = PeriodicReader::builder(exporter)
             .with_interval(Duration::from_millis(config.metrics_export_interval_ms))
             .build();
@@ -154,21 +230,49 @@ pub fn span_filter() -> Targets {
         .with_target(PLUGIN_LOG_TARGET, LevelFilter::INFO)
 }
 
+/// The `tracing-opentelemetry` layer that turns spans into OpenTelemetry spans of `tracer`,
+/// with the layer's per-span extras switched off: they cost on every span or on every poll of
+/// the connection's task, and carry nothing an operator reads (docs/observability.md, "Cost").
+/// - no busy/idle time (`busy_ns`, `idle_ns`): two clock reads on every enter and exit, and
+///   the connection span is entered on every poll of its task;
+/// - no OpenTelemetry context activation on enter: nothing here reads
+///   `opentelemetry::Context::current()` (parents are `tracing` parents);
+/// - no `thread.id`/`thread.name` (a `String` per span), no `code.*` location and no `target`
+///   attribute (always `portcullis::span`): three to five attributes per span less to build,
+///   queue, encode and send.
+pub fn span_layer<S, T>(tracer: T) -> tracing_opentelemetry::OpenTelemetryLayer<S, T>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    T: opentelemetry::trace::Tracer + 'static,
+    T::Span: Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_tracked_inactivity(false)
+        .with_context_activation(false)
+        .with_threads(false)
+        .with_location(false)
+        .with_target(false)
+}
+
 /// The target of plugin log lines (`HostServices::log`).
 pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 
 /// Sets up logs, traces and metrics for `serve`, before the async runtime starts (the blocking
-/// OTLP client must not be created on a runtime thread). Must be called once per process.
+/// OTLP/HTTP client must not be created on a runtime thread; OTLP/gRPC gets a runtime of its
+/// own). Must be called once per process.
 pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
+    let export_runtime = match (&config.otlp_endpoint, config.otlp_protocol) {
+        (Some(_), OtlpProtocol::Grpc) => Some(ExportRuntime::start()?),
+        _ => None,
+    };
     let tracer_provider = match &config.otlp_endpoint {
-        Some(endpoint) => Some(tracer_provider(config, endpoint)?),
+        Some(endpoint) => Some(tracer_provider(config, endpoint, export_runtime.as_ref())?),
         None => None,
     };
-    let otel_layer = tracer_provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer(SCOPE))
-            .with_filter(span_filter())
-    });
+    let otel_layer = tracer_provider
+        .as_ref()
+        .map(|provider| span_layer(provider.tracer(SCOPE)).with_filter(span_filter()));
     let ansi = io::IsTerminal::is_terminal(&io::stderr());
     let (text, json) = match config.log_format {
         LogFormat::Text => (
@@ -199,7 +303,14 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
     if let Some(provider) = &tracer_provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
-    let (meter_provider, prometheus) = meter_provider(config)?;
+    if let Some(warning) = config
+        .otlp_endpoint
+        .as_deref()
+        .and_then(|endpoint| config.otlp_protocol.mismatch(endpoint))
+    {
+        tracing::warn!("{warning}");
+    }
+    let (meter_provider, prometheus) = meter_provider(config, export_runtime.as_ref())?;
     if let Some(provider) = &meter_provider {
         opentelemetry::global::set_meter_provider(provider.clone());
         set_metrics_enabled(true);
@@ -207,6 +318,7 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
     Ok(Telemetry {
         tracer_provider,
         meter_provider,
+        _export_runtime: export_runtime,
         prometheus,
     })
 }

@@ -32,99 +32,133 @@ pub fn connection_span(peer: SocketAddr, listener: &str, target: &str, tls: bool
 
 /// The name of a Kafka API (`Produce`), or `Unknown`.
 pub fn api_name(api_key: i16) -> &'static str {
+    api_names(api_key).0
+}
+
+/// A request span's name (`kafka Produce`): a constant, so naming a span formats nothing.
+pub fn request_span_name(api_key: i16) -> &'static str {
+    api_names(api_key).1
+}
+
+/// The API's name and its request span's name.
+fn api_names(api_key: i16) -> (&'static str, &'static str) {
     match ApiKey::try_from(api_key) {
-        Ok(key) => api_key_name(key),
-        Err(()) => "Unknown",
+        Ok(key) => api_key_names(key),
+        Err(()) => ("Unknown", "kafka Unknown"),
     }
 }
 
-fn api_key_name(key: ApiKey) -> &'static str {
-    // kafka-protocol names its keys after the messages; the Debug name is that name.
-    match key {
-        ApiKey::Produce => "Produce",
-        ApiKey::Fetch => "Fetch",
-        ApiKey::ListOffsets => "ListOffsets",
-        ApiKey::Metadata => "Metadata",
-        ApiKey::OffsetCommit => "OffsetCommit",
-        ApiKey::OffsetFetch => "OffsetFetch",
-        ApiKey::FindCoordinator => "FindCoordinator",
-        ApiKey::JoinGroup => "JoinGroup",
-        ApiKey::Heartbeat => "Heartbeat",
-        ApiKey::LeaveGroup => "LeaveGroup",
-        ApiKey::SyncGroup => "SyncGroup",
-        ApiKey::DescribeGroups => "DescribeGroups",
-        ApiKey::ListGroups => "ListGroups",
-        ApiKey::SaslHandshake => "SaslHandshake",
-        ApiKey::ApiVersions => "ApiVersions",
-        ApiKey::CreateTopics => "CreateTopics",
-        ApiKey::DeleteTopics => "DeleteTopics",
-        ApiKey::InitProducerId => "InitProducerId",
-        ApiKey::SaslAuthenticate => "SaslAuthenticate",
-        ApiKey::DescribeAcls => "DescribeAcls",
-        ApiKey::CreateAcls => "CreateAcls",
-        ApiKey::DeleteAcls => "DeleteAcls",
-        ApiKey::CreateDelegationToken => "CreateDelegationToken",
-        ApiKey::RenewDelegationToken => "RenewDelegationToken",
-        ApiKey::ExpireDelegationToken => "ExpireDelegationToken",
-        ApiKey::DescribeDelegationToken => "DescribeDelegationToken",
-        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
-        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
-        ApiKey::DescribeCluster => "DescribeCluster",
-        ApiKey::DescribeConfigs => "DescribeConfigs",
-        ApiKey::AlterConfigs => "AlterConfigs",
-        ApiKey::CreatePartitions => "CreatePartitions",
-        ApiKey::DeleteRecords => "DeleteRecords",
-        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
-        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
-        ApiKey::EndTxn => "EndTxn",
-        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
-        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
-        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
-        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
-        _ => "Other",
-    }
+/// `ApiKey::X => ("X", "kafka X")` for each API listed; `Other` for the rest.
+macro_rules! api_key_names {
+    ($($key:ident),* $(,)?) => {
+        fn api_key_names(key: ApiKey) -> (&'static str, &'static str) {
+            // kafka-protocol names its keys after the messages.
+            match key {
+                $(ApiKey::$key => (stringify!($key), concat!("kafka ", stringify!($key))),)*
+                _ => ("Other", "kafka Other"),
+            }
+        }
+    };
 }
+
+api_key_names!(
+    Produce,
+    Fetch,
+    ListOffsets,
+    Metadata,
+    OffsetCommit,
+    OffsetFetch,
+    FindCoordinator,
+    JoinGroup,
+    Heartbeat,
+    LeaveGroup,
+    SyncGroup,
+    DescribeGroups,
+    ListGroups,
+    SaslHandshake,
+    ApiVersions,
+    CreateTopics,
+    DeleteTopics,
+    InitProducerId,
+    SaslAuthenticate,
+    DescribeAcls,
+    CreateAcls,
+    DeleteAcls,
+    CreateDelegationToken,
+    RenewDelegationToken,
+    ExpireDelegationToken,
+    DescribeDelegationToken,
+    DescribeUserScramCredentials,
+    AlterUserScramCredentials,
+    DescribeCluster,
+    DescribeConfigs,
+    AlterConfigs,
+    CreatePartitions,
+    DeleteRecords,
+    AddPartitionsToTxn,
+    AddOffsetsToTxn,
+    EndTxn,
+    TxnOffsetCommit,
+    OffsetForLeaderEpoch,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupDescribe,
+);
 
 /// The span of one request frame (a child of the connection's span, which is current while the
 /// connection's task runs). `route` and `enduser.id` are recorded once the framework decided.
+/// The frame's ids are read first, so the span is made with its values in one go (one visit by
+/// the OpenTelemetry layer instead of one per recorded field); with export off, the `enabled!`
+/// check (a cached callsite, like the span's own) returns before the frame is looked at.
 pub fn request_span(frame: &[u8]) -> tracing::Span {
-    let span = tracing::info_span!(
-        target: SPAN_TARGET,
-        "kafka.request",
-        otel.name = Empty,
-        messaging.system = "kafka",
-        messaging.operation.name = Empty,
-        kafka.api_key = Empty,
-        kafka.api_version = Empty,
-        kafka.correlation_id = Empty,
-        kafka.client_id = Empty,
-        enduser.id = Empty,
-        portcullis.route = Empty,
-    );
-    if span.is_disabled() {
-        return span;
+    if !tracing::enabled!(target: SPAN_TARGET, tracing::Level::INFO) {
+        return tracing::Span::none();
     }
-    if let Ok((key, version, correlation_id)) = portcullis::protocol::header::peek_ids(frame) {
-        let name = api_name(key);
-        span.record("otel.name", format!("kafka {name}"));
-        span.record("messaging.operation.name", name);
-        span.record("kafka.api_key", key);
-        span.record("kafka.api_version", version);
-        span.record("kafka.correlation_id", correlation_id);
+    match portcullis::protocol::header::peek_ids(frame) {
+        Ok((key, version, correlation_id)) => tracing::info_span!(
+            target: SPAN_TARGET,
+            "kafka.request",
+            otel.name = request_span_name(key),
+            messaging.system = "kafka",
+            messaging.operation.name = api_name(key),
+            kafka.api_key = key,
+            kafka.api_version = version,
+            kafka.correlation_id = correlation_id,
+            enduser.id = Empty,
+            portcullis.route = Empty,
+        ),
+        // A frame too short for a header: the framework answers or closes; the span says so.
+        Err(_) => tracing::info_span!(
+            target: SPAN_TARGET,
+            "kafka.request",
+            messaging.system = "kafka",
+            enduser.id = Empty,
+            portcullis.route = Empty,
+        ),
     }
-    span
 }
 
 /// Records what the framework decided for the request: its principal and where it went
 /// (`local`: answered by the gateway; `upstream`: forwarded; `closed`).
-pub fn record_decision(span: &tracing::Span, connection: &Connection, actions: &[Action]) {
+///
+/// `newly_authenticated`: this request completed the connection's first authentication; only
+/// then is the principal recorded on the connection's span too (a re-authentication keeps the
+/// principal, KIP-368), not on every request.
+pub fn record_decision(
+    span: &tracing::Span,
+    connection: &Connection,
+    actions: &[Action],
+    newly_authenticated: bool,
+) {
     if span.is_disabled() {
         return;
     }
     if let Some(session) = connection.session() {
         span.record("enduser.id", tracing::field::display(&session.principal));
-        // The connection's span (current while its task runs) names the principal too.
-        tracing::Span::current().record("enduser.id", tracing::field::display(&session.principal));
+        if newly_authenticated {
+            // The connection's span (current while its task runs) names the principal too.
+            tracing::Span::current()
+                .record("enduser.id", tracing::field::display(&session.principal));
+        }
     }
     let route = actions.first().map(|a| match a {
         Action::Forward(_) => "upstream",
