@@ -40,14 +40,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use portcullis::connection::{Action, CloseReason, Connection};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::io::AsyncWriteExt;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
 use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
-use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
+use super::frames::{FrameError, FrameReader, Outgoing, ReadOutcome, BURST_READ, MIN_READ};
 use super::listeners::{self, Target};
 use super::queue::{Pending, ResponseQueue};
 use super::rewrite::{carries_addresses, rewrite, RewriteError};
+use super::sockets::{ClientRead, ClientStream, ClientWrite};
 use super::upstream::{UpstreamConnection, UpstreamError};
 use super::wire::response_correlation_id;
 use super::Shared;
@@ -118,17 +119,15 @@ enum Phase {
 
 /// Serves one accepted client connection until it closes. `slot` is its admission; it is
 /// returned when this ends.
-pub(super) async fn serve<S>(
+pub(super) async fn serve<S: ClientStream>(
     shared: Arc<Shared>,
     stream: S,
     peer: SocketAddr,
     target: Target,
     tls: bool,
     slot: Slot,
-) where
-    S: AsyncRead + AsyncWrite + Send,
-{
-    let (read, write) = tokio::io::split(stream);
+) {
+    let (read, write) = stream.into_halves();
     let connection = Connection::new(shared.connection_config.clone(), peer.ip(), tls);
     let now = Instant::now();
     let mut driver = Driver {
@@ -137,7 +136,8 @@ pub(super) async fn serve<S>(
         target,
         connection,
         reader: FrameReader::new(read),
-        writer: BufWriter::new(write),
+        writer: write,
+        out: Outgoing::new(),
         queue: ResponseQueue::new(),
         upstream: None,
         reservation: None,
@@ -151,14 +151,16 @@ pub(super) async fn serve<S>(
     driver.log_end(&end);
 }
 
-struct Driver<S> {
+struct Driver {
     shared: Arc<Shared>,
     peer: SocketAddr,
     tls: bool,
     target: Target,
     connection: Connection,
-    reader: FrameReader<ReadHalf<S>>,
-    writer: BufWriter<WriteHalf<S>>,
+    reader: FrameReader<ClientRead>,
+    writer: ClientWrite,
+    /// Responses being written to the client (one vectored write for all that are ready).
+    out: Outgoing,
     queue: ResponseQueue,
     upstream: Option<UpstreamConnection>,
     /// Pre-authentication budget held for the large frame being read.
@@ -186,7 +188,7 @@ enum Incoming {
     OverBudget(usize),
 }
 
-impl<S: AsyncRead + AsyncWrite> Driver<S> {
+impl Driver {
     /// Runs the phases until the connection is closed; returns why it ended.
     async fn run(&mut self) -> End {
         let mut phase = Phase::Serving;
@@ -258,10 +260,28 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 Event::Client(Err(e)) => Some(Phase::Gone(End::Failed(e.into()))),
                 Event::Client(Ok(incoming)) => {
                     self.last_activity = Instant::now();
-                    let next = self.on_client(incoming).await;
+                    let mut next = self.on_client(incoming).await;
                     // The frame is handled: its part of the pre-authentication budget goes back.
                     self.reservation = None;
-                    next
+                    // Every other frame the read brought in is handled too before anything is
+                    // sent upstream, so one write carries them all.
+                    while next.is_none()
+                        && self.connection.is_authenticated()
+                        && self.queue.len() < MAX_IN_FLIGHT
+                    {
+                        match self.reader.buffered_frame(self.connection.max_frame_size()) {
+                            Ok(Some(outcome)) => {
+                                next = self.on_client(Incoming::Read(outcome)).await;
+                            }
+                            Ok(None) => break,
+                            Err(e) => next = Some(Phase::Gone(End::Failed(e.into()))),
+                        }
+                    }
+                    // Also when leaving: a drain waits for the answers to what was forwarded.
+                    match self.flush_upstream().await {
+                        Err(e) if next.is_none() => Some(Phase::Closing(End::Failed(e))),
+                        _ => next,
+                    }
                 }
                 Event::Upstream(response) => {
                     let handled = response
@@ -300,6 +320,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     /// workers that serve every other connection. Mechanisms whose steps are cheap (SCRAM) run
     /// inline, so they never queue behind a storm of expensive ones.
     async fn step_off_runtime(&mut self, frame: Bytes) -> Result<Vec<Action>, DriverError> {
+        // Requests already forwarded do not wait for the step.
+        self.flush_upstream().await?;
         let permit = Arc::clone(&self.shared.sasl_workers)
             .acquire_owned()
             .await
@@ -352,16 +374,15 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     }
 
     /// Carries out the framework's actions for one frame, in order. `Some` ends serving.
+    /// Forwarded frames are queued; the caller flushes them once per batch of frames.
     async fn apply(&mut self, actions: Vec<Action>) -> Option<Phase> {
-        let mut forwarded = false;
         for action in actions {
             match action {
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
-                    if let Err(e) = self.forward(&request.frame).await {
+                    if let Err(e) = self.forward(request.frame).await {
                         return Some(Phase::Closing(End::Failed(e)));
                     }
-                    forwarded = true;
                     if request.expects_response {
                         self.queue.push_pending(Pending {
                             plan: request.plan,
@@ -388,18 +409,22 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 }
             }
         }
-        if forwarded {
-            if let Some(upstream) = self.upstream.as_mut() {
-                if let Err(source) = upstream.flush().await {
-                    return Some(Phase::Closing(End::Failed(self.upstream_error(source))));
-                }
-            }
-        }
         None
     }
 
-    /// Sends one client frame upstream (queued; `apply` flushes once per client frame).
-    async fn forward(&mut self, frame: &[u8]) -> Result<(), DriverError> {
+    /// Sends every frame queued for the upstream.
+    async fn flush_upstream(&mut self) -> Result<(), DriverError> {
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Ok(());
+        };
+        match upstream.flush().await {
+            Ok(()) => Ok(()),
+            Err(source) => Err(self.upstream_error(source)),
+        }
+    }
+
+    /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]).
+    async fn forward(&mut self, frame: Bytes) -> Result<(), DriverError> {
         let upstream = self.upstream().await?;
         if let Err(source) = upstream.reauthenticate_if_due().await {
             return Err(self.upstream_error(source));
@@ -407,7 +432,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
         };
-        if let Err(source) = upstream.send(frame).await {
+        if let Err(source) = upstream.send(frame) {
             return Err(self.upstream_error(source));
         }
         Ok(())
@@ -549,15 +574,13 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             return Ok(());
         }
         let stall = self.shared.limits.idle_timeout;
-        let write = async {
-            while let Some(frame) = self.queue.pop_ready() {
-                write_frame(&mut self.writer, &frame).await?;
-            }
-            self.writer.flush().await.map_err(FrameError::Io)
-        };
-        timeout(stall, write)
+        while let Some(frame) = self.queue.pop_ready() {
+            self.out.push_frame(frame)?;
+        }
+        timeout(stall, self.out.write_to(&mut self.writer))
             .await
-            .map_err(|_| DriverError::WriteStalled(stall))??;
+            .map_err(|_| DriverError::WriteStalled(stall))?
+            .map_err(FrameError::Io)?;
         let now = Instant::now();
         self.last_write = Some(now);
         self.last_activity = now;
@@ -611,22 +634,30 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
 /// [`PRE_AUTH_UNRESERVED_BYTES`] is read only once its size is reserved from the node's
 /// pre-authentication budget (kept in `reservation` until the frame is handled). Cancel-safe: the
 /// reader keeps what it read, and a reservation made before a cancellation stays held.
-async fn read_request<R: AsyncRead + Unpin>(
+async fn read_request<R: super::frames::ReadSource>(
     reader: &mut FrameReader<R>,
     max_frame: usize,
     pre_auth: bool,
     admission: &Arc<Admission>,
     reservation: &mut Option<PreAuthReservation>,
 ) -> Result<Incoming, FrameError> {
+    // Before authentication reads stay small: an unauthenticated connection holds its buffer.
+    let burst = if pre_auth { MIN_READ } else { BURST_READ };
     if !pre_auth || max_frame <= PRE_AUTH_UNRESERVED_BYTES || reservation.is_some() {
-        return reader.next_frame(max_frame).await.map(Incoming::Read);
+        return reader
+            .next_frame(max_frame, burst)
+            .await
+            .map(Incoming::Read);
     }
-    match reader.next_frame(PRE_AUTH_UNRESERVED_BYTES).await? {
+    match reader.next_frame(PRE_AUTH_UNRESERVED_BYTES, burst).await? {
         ReadOutcome::TooLarge(size) if size <= max_frame => {
             match admission.reserve_pre_auth(size) {
                 Some(reserved) => {
                     *reservation = Some(reserved);
-                    reader.next_frame(max_frame).await.map(Incoming::Read)
+                    reader
+                        .next_frame(max_frame, burst)
+                        .await
+                        .map(Incoming::Read)
                 }
                 None => Ok(Incoming::OverBudget(size)),
             }
@@ -637,12 +668,16 @@ async fn read_request<R: AsyncRead + Unpin>(
 
 // ---- Local writes: the Persist effect (delegation tokens, ACLs, SCRAM credentials) ----------
 
-impl<S: AsyncRead + AsyncWrite> Driver<S> {
+impl Driver {
     /// Appends a local handler's records through the store writer, off the request path, and
     /// queues the answer its continuation builds in this request's place. The connection reads
     /// nothing more meanwhile (Kafka answers one request of a connection at a time); other
     /// connections are served by other tasks.
     async fn carry_out_persist(&mut self, persist: portcullis::local::Persist) -> Option<End> {
+        // Requests already forwarded do not wait for the store.
+        if let Err(e) = self.flush_upstream().await {
+            return Some(End::Failed(e));
+        }
         match super::persist::run(self.shared.store_writer.as_ref(), persist).await {
             super::persist::Finished::Respond(frame) => {
                 self.queue.push_ready(frame);

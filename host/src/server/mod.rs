@@ -4,7 +4,9 @@
 //!
 //! | module        | its one job                                                          |
 //! |---------------|----------------------------------------------------------------------|
-//! | [`frames`]    | Kafka's size-prefixed frames, with a per-read size limit             |
+//! | [`frames`]    | Kafka's size-prefixed frames: reading (per-read size limit, read     |
+//! |               | sizes) and vectored writes                                           |
+//! | [`sockets`]   | the two halves of a socket, plain TCP or TLS                         |
 //! | [`tls`]       | rustls: the listener's server side, the upstream's client side       |
 //! | [`admission`] | connection limits and the pre-authentication buffer budget           |
 //! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
@@ -24,6 +26,7 @@ mod listeners;
 mod persist;
 pub mod queue;
 pub mod rewrite;
+pub mod sockets;
 pub mod tls;
 pub mod upstream;
 pub mod wire;

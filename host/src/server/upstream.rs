@@ -29,16 +29,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::login::{LoginError, LoginModule};
 use portcullis::protocol::versions::ApiVersionTable;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf, ReadHalf, WriteHalf};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
+use super::frames::{FrameError, FrameReader, Outgoing, ReadOutcome, BURST_READ};
+use super::sockets::{upstream_plain, upstream_tls, UpstreamRead, UpstreamWrite};
 use super::wire::{decode_response, encode_request, response_correlation_id, WireError};
 
 /// The lowest correlation id Portcullis uses for its own requests (the Java client's choice).
@@ -143,7 +138,9 @@ pub enum UpstreamError {
 pub struct UpstreamConnection {
     address: String,
     reader: FrameReader<UpstreamRead>,
-    writer: BufWriter<UpstreamWrite>,
+    writer: UpstreamWrite,
+    /// Frames queued by [`UpstreamConnection::send`], written by [`UpstreamConnection::flush`].
+    out: Outgoing,
     next_internal_id: i32,
     /// Client responses that arrived while Portcullis waited for one of its own.
     stash: VecDeque<Bytes>,
@@ -203,10 +200,7 @@ impl UpstreamConnection {
             // Kafka requests are small and latency-bound; Nagle would delay pipelined requests.
             stream.set_nodelay(true).map_err(FrameError::Io)?;
             let (read, write) = match &settings.tls {
-                None => {
-                    let (read, write) = stream.into_split();
-                    (UpstreamRead::Plain(read), UpstreamWrite::Plain(write))
-                }
+                None => upstream_plain(stream),
                 Some(connector) => {
                     let tls = |reason: String| UpstreamError::Tls {
                         address: address.to_owned(),
@@ -217,14 +211,14 @@ impl UpstreamConnection {
                         .connect(name, stream)
                         .await
                         .map_err(|e| tls(e.to_string()))?;
-                    let (read, write) = tokio::io::split(stream);
-                    (UpstreamRead::Tls(read), UpstreamWrite::Tls(write))
+                    upstream_tls(stream)
                 }
             };
             let mut connection = Self {
                 address: address.to_owned(),
                 reader: FrameReader::new(read),
-                writer: BufWriter::new(write),
+                writer: write,
+                out: Outgoing::new(),
                 next_internal_id: RESERVED_CORRELATION_MIN,
                 stash: VecDeque::new(),
                 reauth: None,
@@ -253,14 +247,18 @@ impl UpstreamConnection {
         &self.address
     }
 
-    /// Queues a frame (a client's request, unchanged); [`UpstreamConnection::flush`] sends it.
-    pub async fn send(&mut self, frame: &[u8]) -> Result<(), UpstreamError> {
-        Ok(write_frame(&mut self.writer, frame).await?)
+    /// Queues a frame (a client's request, unchanged); [`UpstreamConnection::flush`] sends it,
+    /// with every other frame queued, in one vectored write.
+    pub fn send(&mut self, frame: Bytes) -> Result<(), UpstreamError> {
+        Ok(self.out.push_frame(frame)?)
     }
 
     /// Sends everything queued.
     pub async fn flush(&mut self) -> Result<(), UpstreamError> {
-        self.writer.flush().await.map_err(FrameError::Io)?;
+        self.out
+            .write_to(&mut self.writer)
+            .await
+            .map_err(FrameError::Io)?;
         Ok(())
     }
 
@@ -273,7 +271,7 @@ impl UpstreamConnection {
     }
 
     async fn read_frame(&mut self) -> Result<Bytes, UpstreamError> {
-        match self.reader.next_frame(MAX_RESPONSE).await? {
+        match self.reader.next_frame(MAX_RESPONSE, BURST_READ).await? {
             ReadOutcome::Frame(frame) => Ok(frame),
             ReadOutcome::Closed | ReadOutcome::TooLarge(_) => Err(UpstreamError::Closed),
         }
@@ -311,7 +309,7 @@ impl UpstreamConnection {
             correlation_id + 1
         };
         let frame = encode_request(api, version, correlation_id, request)?;
-        self.send(&frame).await?;
+        self.send(frame)?;
         self.flush().await?;
         let response = loop {
             let response = self.read_frame().await?;
@@ -400,76 +398,6 @@ impl UpstreamConnection {
             }
         }
         Err(UpstreamError::Incomplete)
-    }
-}
-
-/// The read side of an upstream connection: a TCP half, or the read half of a TLS stream.
-enum UpstreamRead {
-    Plain(OwnedReadHalf),
-    Tls(ReadHalf<TlsStream<TcpStream>>),
-}
-
-/// The write side of an upstream connection.
-enum UpstreamWrite {
-    Plain(OwnedWriteHalf),
-    Tls(WriteHalf<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for UpstreamRead {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(read) => Pin::new(read).poll_read(cx, buf),
-            Self::Tls(read) => Pin::new(read).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for UpstreamWrite {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_write(cx, buf),
-            Self::Tls(write) => Pin::new(write).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_flush(cx),
-            Self::Tls(write) => Pin::new(write).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_shutdown(cx),
-            Self::Tls(write) => Pin::new(write).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_write_vectored(cx, bufs),
-            Self::Tls(write) => Pin::new(write).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Self::Plain(write) => write.is_write_vectored(),
-            Self::Tls(write) => write.is_write_vectored(),
-        }
     }
 }
 
