@@ -13,6 +13,7 @@
 //! | `client`      | the per-connection loop: frames in, actions out, responses in order, |
 //! |               | and the lingering close                                              |
 //! | [`queue`]     | the ordered response queue of one connection                         |
+//! | [`relay`]     | cutting the upstream's byte stream into responses (sans-I/O)         |
 //! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
 //! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
 //! | [`rewrite`]   | broker addresses in Metadata / FindCoordinator / DescribeCluster     |
@@ -25,6 +26,7 @@ pub mod frames;
 mod listeners;
 mod persist;
 pub mod queue;
+pub mod relay;
 pub mod rewrite;
 pub mod sockets;
 pub mod tls;
