@@ -1,14 +1,18 @@
-//! One client connection: a single task that reads the client's frames and the upstream's
-//! responses, feeds frames to the framework's [`Connection`], carries out the [`Action`]s it
-//! returns, writes responses back in request order, and closes the connection properly.
+//! One client connection, in two halves that run side by side so that neither direction waits
+//! for the other: the **request side** (this module: the client's read half, the framework's
+//! [`Connection`], the upstream's write half) and the **response side** ([`super::responses`], its
+//! own task: the upstream's read half, the client's write half). The connection's
+//! [`ResponseQueue`] joins them: one entry per request that gets an answer, in request order, and
+//! its capacity bounds the requests outstanding.
 //!
 //! ```text
-//!            ┌──────────── select! ────────────┐
-//! client ──► FrameReader ─► Connection::handle_frame ─► Respond ─────────────► ResponseQueue ─► client
-//!                                                    └► Forward ─► upstream ─► (response) ─┘
+//! client ──► FrameReader ─► Connection::handle_frame ─► Respond ──────────► queue: ready ──┐
+//!                                                    └► Forward ─► upstream   queue: awaited │
+//!                                                                     │                     ▼
+//! client ◄──────────────────── response side (relays or rewrites) ◄──┴── upstream responses
 //! ```
 //!
-//! A connection goes through explicit phases ([`Phase`]):
+//! A connection goes through explicit phases ([`Phase`]), decided here:
 //!
 //! ```text
 //! Serving ──(session expired, server stopping)──► Draining ──► Closing
@@ -17,20 +21,21 @@
 //!    └────(client closed, socket error)─────────────────────────────────► Gone
 //! ```
 //!
-//! - **Serving** reads requests and the upstream at the same time. The upstream socket is
-//!   watched even when no answer is awaited, so a broker that closes the connection closes the
-//!   client's at once (the client reconnects, as to a failed broker). The watch costs no system
-//!   call while the socket is quiet: tokio only reads a socket that epoll reported readable.
-//! - **Draining** reads no more requests: the answers to the requests already received (local,
-//!   or forwarded upstream) are written, then the connection closes. Like Kafka, which reads one
-//!   request at a time, nothing read after the request that ended the session is forwarded.
-//! - **Delaying** waits before answering a failed authentication (Kafka delays the answer, not
-//!   just the close, so a guesser cannot retry sooner).
-//! - **Closing** is a lingering close: no FIN sooner than `limits.close_pause_ms` after the last
-//!   answer (some clients — kafka-python 2.x — throw away every byte of a read that ends in EOF,
-//!   and would resend a Produce that was written), then FIN, then the client's input is read and
-//!   discarded until it closes too or [`LINGER`] passes. Closing a socket with unread input makes
-//!   the kernel send a reset, which can destroy answers the client has not read yet.
+//! - **Serving** reads requests. The response side watches the upstream socket even when no
+//!   answer is awaited, so a broker that closes the connection ends the response side, and this
+//!   side closes the client's connection at once (the client reconnects, as to a failed broker).
+//! - **Draining** reads no more requests: the response side writes the answers to the requests
+//!   already received (local, or forwarded upstream) up to the queue's end marker, then the
+//!   connection closes. Like Kafka, which reads one request at a time, nothing read after the
+//!   request that ended the session is forwarded.
+//! - **Delaying** waits before answering a failed authentication: the answer is queued only after
+//!   the delay (Kafka delays the answer, not just the close, so a guesser cannot retry sooner).
+//! - **Closing** stops the response side where it is and makes a lingering close: no FIN sooner
+//!   than `limits.close_pause_ms` after the last answer (some clients — kafka-python 2.x — throw
+//!   away every byte of a read that ends in EOF, and would resend a Produce that was written),
+//!   then FIN, then the client's input is read and discarded until it closes too or [`LINGER`]
+//!   passes. Closing a socket with unread input makes the kernel send a reset, which can destroy
+//!   answers the client has not read yet.
 //! - **Gone**: the client closed, or the socket failed; nothing more can be written.
 
 use std::net::SocketAddr;
@@ -41,16 +46,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use portcullis::connection::{Action, CloseReason, Connection};
 use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
 use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
-use super::frames::{FrameError, FrameReader, Outgoing, ReadOutcome, BURST_READ, MIN_READ};
-use super::listeners::{self, Target};
+use super::frames::{FrameError, FrameReader, ReadOutcome, ReadSource, BURST_READ, MIN_READ};
+use super::listeners::Target;
 use super::queue::{Pending, ResponseQueue};
-use super::rewrite::{carries_addresses, rewrite, RewriteError};
-use super::sockets::{ClientRead, ClientStream, ClientWrite};
-use super::upstream::{UpstreamConnection, UpstreamError};
-use super::wire::response_correlation_id;
+use super::responses::{Ended, Finished, ResponseSide};
+use super::rewrite::RewriteError;
+use super::sockets::{ClientRead, ClientStream};
+use super::upstream::{UpstreamConnection, UpstreamError, UpstreamSender};
 use super::Shared;
 
 /// Requests a client may have outstanding before Portcullis stops reading from it. Clients
@@ -89,7 +95,7 @@ enum End {
 
 /// Why a connection failed.
 #[derive(Debug, thiserror::Error)]
-enum DriverError {
+pub(super) enum DriverError {
     #[error("client: {0}")]
     Client(#[from] FrameError),
     #[error("upstream {address}: {source}")]
@@ -105,6 +111,8 @@ enum DriverError {
     Step(String),
     #[error("the client read nothing for {0:?}")]
     WriteStalled(Duration),
+    #[error("the response side ended unexpectedly: {0}")]
+    ResponseSide(String),
 }
 
 /// Where a connection is in its life; see the module documentation.
@@ -112,7 +120,12 @@ enum DriverError {
 enum Phase {
     Serving,
     Draining(End),
-    Delaying { until: Instant, end: End },
+    /// The failed authentication's answer (`held`) is queued at `until`.
+    Delaying {
+        until: Instant,
+        end: End,
+        held: Vec<Bytes>,
+    },
     Closing(End),
     Gone(End),
 }
@@ -129,6 +142,9 @@ pub(super) async fn serve<S: ClientStream>(
 ) {
     let (read, write) = stream.into_halves();
     let connection = Connection::new(shared.connection_config.clone(), peer.ip(), tls);
+    let queue = Arc::new(ResponseQueue::new(MAX_IN_FLIGHT));
+    let responses =
+        tokio::spawn(ResponseSide::new(Arc::clone(&shared), Arc::clone(&queue), write).run());
     let now = Instant::now();
     let mut driver = Driver {
         peer,
@@ -136,14 +152,12 @@ pub(super) async fn serve<S: ClientStream>(
         target,
         connection,
         reader: FrameReader::new(read),
-        writer: write,
-        out: Outgoing::new(),
-        queue: ResponseQueue::new(),
+        queue,
+        responses: ResponseTask::Running(responses),
         upstream: None,
         reservation: None,
         accepted_at: now,
-        last_activity: now,
-        last_write: None,
+        last_read: now,
         shared,
         _slot: slot,
     };
@@ -151,6 +165,15 @@ pub(super) async fn serve<S: ClientStream>(
     driver.log_end(&end);
 }
 
+/// The response side's task, or what it handed back when it ended.
+enum ResponseTask {
+    Running(JoinHandle<Finished>),
+    Ended(Finished),
+    /// Its end was consumed (the client's write half is dropped).
+    Gone,
+}
+
+/// The request side of one connection (see the module documentation).
 struct Driver {
     shared: Arc<Shared>,
     peer: SocketAddr,
@@ -158,24 +181,30 @@ struct Driver {
     target: Target,
     connection: Connection,
     reader: FrameReader<ClientRead>,
-    writer: ClientWrite,
-    /// Responses being written to the client (one vectored write for all that are ready).
-    out: Outgoing,
-    queue: ResponseQueue,
-    upstream: Option<UpstreamConnection>,
+    queue: Arc<ResponseQueue>,
+    responses: ResponseTask,
+    upstream: Option<UpstreamSender>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
-    /// When a frame was last read or an answer last written.
-    last_activity: Instant,
-    /// When an answer was last written, for the pause before the FIN.
-    last_write: Option<Instant>,
+    /// When a frame was last read.
+    last_read: Instant,
     _slot: Slot,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Whatever ended this side (even a cancellation) ends the response side too.
+        if let ResponseTask::Running(handle) = &self.responses {
+            handle.abort();
+        }
+    }
 }
 
 enum Event {
     Client(Result<Incoming, FrameError>),
-    Upstream(Result<Bytes, UpstreamError>),
+    ResponsesEnded(Result<Finished, tokio::task::JoinError>),
+    Room,
     Revoked,
     Shutdown,
     Timer,
@@ -195,8 +224,11 @@ impl Driver {
         loop {
             phase = match phase {
                 Phase::Serving => self.serve_requests().await,
-                Phase::Delaying { until, end } => {
+                Phase::Delaying { until, end, held } => {
                     sleep_until(until).await;
+                    for frame in held {
+                        self.queue.push_ready(frame);
+                    }
                     Phase::Draining(end)
                 }
                 Phase::Draining(end) => self.drain(end).await,
@@ -209,7 +241,7 @@ impl Driver {
         }
     }
 
-    /// Reads requests and upstream responses until something ends the serving phase.
+    /// Reads requests until something ends the serving phase.
     async fn serve_requests(&mut self) -> Phase {
         let mut shutdown = self.shared.shutdown.clone();
         if *shutdown.borrow_and_update() {
@@ -220,20 +252,22 @@ impl Driver {
         let timer = tokio::time::sleep_until(self.next_deadline());
         tokio::pin!(timer);
         loop {
-            if let Err(e) = self.write_ready().await {
-                return Phase::Gone(End::Failed(e));
-            }
-            let can_read = self.queue.len() < MAX_IN_FLIGHT;
+            let can_read = self.queue.has_room();
             let max_frame = self.connection.max_frame_size();
             let pre_auth = !self.connection.is_authenticated();
             let ticket = self.connection.ticket();
+            let ResponseTask::Running(responses) = &mut self.responses else {
+                return Phase::Closing(End::Failed(DriverError::ResponseSide(
+                    "ended before serving did".to_owned(),
+                )));
+            };
             let event = tokio::select! {
                 // A dropped sender also means the server is gone.
                 _ = shutdown.changed() => Event::Shutdown,
                 // The session's credential was removed or changed: close at once, even if idle.
                 () = revoked(ticket.as_ref()) => Event::Revoked,
-                // Always watched: an answer, or the upstream closing or failing.
-                response = next_response(&mut self.upstream) => Event::Upstream(response),
+                // The upstream closed or failed, or the client cannot be written to.
+                finished = responses => Event::ResponsesEnded(finished),
                 read = read_request(
                     &mut self.reader,
                     max_frame,
@@ -241,6 +275,8 @@ impl Driver {
                     &self.shared.admission,
                     &mut self.reservation,
                 ), if can_read => Event::Client(read),
+                // The queue was full: an answer made room.
+                () = self.queue.room(), if !can_read => Event::Room,
                 () = &mut timer => Event::Timer,
             };
             let next = match event {
@@ -256,10 +292,12 @@ impl Driver {
                         .revoked_connections_closed();
                     Some(Phase::Closing(End::Closed(CloseReason::CredentialRevoked)))
                 }
+                Event::ResponsesEnded(finished) => Some(self.responses_ended(finished)),
+                Event::Room => None,
                 Event::Timer => self.on_timer(timer.as_mut()),
                 Event::Client(Err(e)) => Some(Phase::Gone(End::Failed(e.into()))),
                 Event::Client(Ok(incoming)) => {
-                    self.last_activity = Instant::now();
+                    self.last_read = Instant::now();
                     let mut next = self.on_client(incoming).await;
                     // The frame is handled: its part of the pre-authentication budget goes back.
                     self.reservation = None;
@@ -267,7 +305,7 @@ impl Driver {
                     // sent upstream, so one write carries them all.
                     while next.is_none()
                         && self.connection.is_authenticated()
-                        && self.queue.len() < MAX_IN_FLIGHT
+                        && self.queue.has_room()
                     {
                         match self.reader.buffered_frame(self.connection.max_frame_size()) {
                             Ok(Some(outcome)) => {
@@ -283,17 +321,53 @@ impl Driver {
                         _ => next,
                     }
                 }
-                Event::Upstream(response) => {
-                    let handled = response
-                        .map_err(|source| self.upstream_error(source))
-                        .and_then(|response| self.on_upstream_response(response));
-                    handled.err().map(|e| Phase::Closing(End::Failed(e)))
-                }
             };
             if let Some(next) = next {
                 return next;
             }
         }
+    }
+
+    /// The response side ended while requests were being served.
+    fn responses_ended(&mut self, finished: Result<Finished, tokio::task::JoinError>) -> Phase {
+        let finished = match finished {
+            Ok(finished) => finished,
+            Err(e) => {
+                self.responses = ResponseTask::Gone;
+                return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string())));
+            }
+        };
+        let (phase, finished) = match finished {
+            Finished {
+                ended: Ended::Upstream(e),
+                client,
+            } => (
+                Phase::Closing(End::Failed(e)),
+                Finished {
+                    ended: Ended::Stopped,
+                    client,
+                },
+            ),
+            Finished {
+                ended: Ended::Client(e),
+                client,
+            } => (
+                Phase::Gone(End::Failed(e)),
+                Finished {
+                    ended: Ended::Stopped,
+                    client,
+                },
+            ),
+            other => (
+                Phase::Closing(End::Failed(DriverError::ResponseSide(format!(
+                    "{:?}",
+                    other.ended
+                )))),
+                other,
+            ),
+        };
+        self.responses = ResponseTask::Ended(finished);
+        phase
     }
 
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
@@ -352,11 +426,19 @@ impl Driver {
             if now >= self.accepted_at + limits.authentication_timeout {
                 return Some(Phase::Closing(End::AuthenticationTimeout));
             }
-        } else if self.queue.is_empty() && now >= self.last_activity + limits.idle_timeout {
+        } else if self.queue.is_empty() && now >= self.last_activity() + limits.idle_timeout {
             return Some(Phase::Closing(End::Idle));
         }
         timer.reset(self.next_deadline().max(now + Duration::from_millis(10)));
         None
+    }
+
+    /// When a frame was last read or an answer last written.
+    fn last_activity(&self) -> Instant {
+        match self.queue.last_write() {
+            Some(written) => written.max(self.last_read),
+            None => self.last_read,
+        }
     }
 
     /// When the timer must look again: the authentication deadline until the client has
@@ -367,7 +449,7 @@ impl Driver {
         if !self.connection.is_authenticated() {
             self.accepted_at + limits.authentication_timeout
         } else if self.queue.is_empty() {
-            self.last_activity + limits.idle_timeout
+            self.last_activity() + limits.idle_timeout
         } else {
             Instant::now() + limits.idle_timeout
         }
@@ -376,20 +458,22 @@ impl Driver {
     /// Carries out the framework's actions for one frame, in order. `Some` ends serving.
     /// Forwarded frames are queued; the caller flushes them once per batch of frames.
     async fn apply(&mut self, actions: Vec<Action>) -> Option<Phase> {
+        // A failed authentication's answer is held back until its delay has passed.
+        let delayed = actions.iter().any(|a| matches!(a, Action::CloseAfter(_)));
+        let mut held = Vec::new();
         for action in actions {
             match action {
+                Action::Respond(frame) if delayed => held.push(frame),
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
-                    if let Err(e) = self.forward(request.frame).await {
+                    let pending = request.expects_response.then(|| Pending {
+                        plan: request.plan,
+                        api_key: request.api_key,
+                        api_version: request.api_version,
+                        correlation_id: request.correlation_id,
+                    });
+                    if let Err(e) = self.forward(request.frame, pending).await {
                         return Some(Phase::Closing(End::Failed(e)));
-                    }
-                    if request.expects_response {
-                        self.queue.push_pending(Pending {
-                            plan: request.plan,
-                            api_key: request.api_key,
-                            api_version: request.api_version,
-                            correlation_id: request.correlation_id,
-                        });
                     }
                 }
                 Action::Persist(persist) => {
@@ -401,6 +485,7 @@ impl Driver {
                     return Some(Phase::Delaying {
                         until: Instant::now() + delay,
                         end: End::AuthenticationFailed,
+                        held,
                     })
                 }
                 Action::Close(reason) => return Some(Phase::Closing(End::Closed(reason))),
@@ -423,11 +508,18 @@ impl Driver {
         }
     }
 
-    /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]).
-    async fn forward(&mut self, frame: Bytes) -> Result<(), DriverError> {
-        let upstream = self.upstream().await?;
-        if let Err(source) = upstream.reauthenticate_if_due().await {
+    /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]); its entry
+    /// goes into the response queue first, so its answer always finds it.
+    async fn forward(&mut self, frame: Bytes, pending: Option<Pending>) -> Result<(), DriverError> {
+        self.open_upstream().await?;
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Err(self.upstream_error(UpstreamError::Closed));
+        };
+        if let Err(source) = upstream.reauthenticate_if_due(&self.queue).await {
             return Err(self.upstream_error(source));
+        }
+        if let Some(pending) = pending {
+            self.queue.push_pending(pending);
         }
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
@@ -438,105 +530,80 @@ impl Driver {
         Ok(())
     }
 
-    /// The connection's upstream, opened on the first forwarded request.
-    async fn upstream(&mut self) -> Result<&mut UpstreamConnection, DriverError> {
-        if self.upstream.is_none() {
-            let settings = &self.shared.upstream;
-            let opened = match self.target {
-                Target::Bootstrap => {
-                    UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
-                }
-                Target::Broker(node_id) => match self.shared.brokers.address(node_id) {
-                    Some(address) => UpstreamConnection::open(&address, settings, None)
-                        .await
-                        .map(|(c, _)| c),
-                    None => Err(UpstreamError::NoAddress(format!("broker {node_id}"))),
-                },
-            };
-            let connection = opened.map_err(|source| DriverError::Upstream {
-                address: self.target_name(),
-                source,
-            })?;
-            tracing::debug!(target = ?self.target, upstream = connection.address(), "upstream connected");
-            self.upstream = Some(connection);
+    /// Opens the connection's upstream on the first forwarded request, and hands its read half
+    /// to the response side.
+    async fn open_upstream(&mut self) -> Result<(), DriverError> {
+        if self.upstream.is_some() {
+            return Ok(());
         }
-        let name = self.target_name();
-        self.upstream.as_mut().ok_or(DriverError::Upstream {
-            address: name,
-            source: UpstreamError::Closed,
-        })
-    }
-
-    /// Matches an upstream response to the oldest forwarded request and rewrites its addresses.
-    fn on_upstream_response(&mut self, response: Bytes) -> Result<(), DriverError> {
-        let got = response_correlation_id(&response).unwrap_or(-1);
-        let Some(pending) = self.queue.oldest_pending().cloned() else {
-            return Err(self.upstream_error(UpstreamError::OutOfOrder { expected: -1, got }));
-        };
-        if got != pending.correlation_id {
-            return Err(self.upstream_error(UpstreamError::OutOfOrder {
-                expected: pending.correlation_id,
-                got,
-            }));
-        }
-        // Authorization first (filter what this principal may not see, merge the locally denied
-        // entries back in), then the broker addresses.
-        let response = if pending.plan.is_unchanged() {
-            response
-        } else {
-            let applied = pending
-                .plan
-                .apply(response)
-                .map_err(|e| DriverError::Authorization(e.to_string()))?;
-            applied.frame
-        };
-        let response = if carries_addresses(pending.api_key) {
-            let shared = &self.shared;
-            let rewritten = rewrite(
-                pending.api_key,
-                pending.api_version,
-                response,
-                &shared.advertised,
-                &shared.brokers,
-            )?;
-            // Open the broker ports before the client can learn them from this response.
-            for node_id in rewritten.node_ids {
-                listeners::ensure_broker_listener(shared, node_id);
+        let settings = &self.shared.upstream;
+        let opened = match self.target {
+            Target::Bootstrap => {
+                UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
             }
-            rewritten.frame
-        } else {
-            response
+            Target::Broker(node_id) => match self.shared.brokers.address(node_id) {
+                Some(address) => UpstreamConnection::open(&address, settings, None)
+                    .await
+                    .map(|(c, _)| c),
+                None => Err(UpstreamError::NoAddress(format!("broker {node_id}"))),
+            },
         };
-        self.queue.complete_oldest(response);
+        let connection = opened.map_err(|source| DriverError::Upstream {
+            address: self.target_name(),
+            source,
+        })?;
+        tracing::debug!(target = ?self.target, upstream = connection.address(), "upstream connected");
+        let (sender, reader) = connection.into_halves(settings.connect_timeout);
+        self.queue.push_upstream(reader);
+        self.upstream = Some(sender);
         Ok(())
     }
 
-    /// Writes the answers to every request already received (waiting for the upstream's), then
-    /// moves on to closing. No client frame is read. Bounded by [`DRAIN_TIMEOUT`], so a silent
-    /// upstream cannot hold the connection open.
+    /// Has the response side write the answers to every request already received (waiting for
+    /// the upstream's), then moves on to closing. No client frame is read. Bounded by
+    /// [`DRAIN_TIMEOUT`], so a silent upstream cannot hold the connection open.
     async fn drain(&mut self, end: End) -> Phase {
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        loop {
-            if let Err(e) = self.write_ready().await {
-                return Phase::Gone(End::Failed(e));
-            }
-            if !self.queue.has_pending() {
-                return Phase::Closing(end);
-            }
-            let response = match timeout_at(deadline, next_response(&mut self.upstream)).await {
-                Ok(response) => response,
+        self.queue.finish();
+        let finished = match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
+            ResponseTask::Running(mut handle) => match timeout(DRAIN_TIMEOUT, &mut handle).await {
+                Ok(finished) => finished,
                 Err(_) => {
                     tracing::debug!(peer = %self.peer, target = ?self.target, "gave up waiting for in-flight responses before closing");
-                    return Phase::Closing(end);
+                    self.queue.stop();
+                    handle.await
                 }
-            };
-            let handled = response
-                .map_err(|source| self.upstream_error(source))
-                .and_then(|response| self.on_upstream_response(response));
-            if let Err(e) = handled {
+            },
+            ResponseTask::Ended(finished) => Ok(finished),
+            ResponseTask::Gone => return Phase::Closing(end),
+        };
+        let finished = match finished {
+            Ok(finished) => finished,
+            Err(e) => return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string()))),
+        };
+        let Finished { ended, client } = finished;
+        match ended {
+            Ended::Client(e) => return Phase::Gone(End::Failed(e)),
+            Ended::Upstream(e) => {
                 tracing::debug!(peer = %self.peer, error = %e, "while answering in-flight requests before closing");
-                return Phase::Closing(end);
             }
+            Ended::Drained | Ended::Stopped => {}
+        }
+        self.responses = ResponseTask::Ended(Finished {
+            ended: Ended::Stopped,
+            client,
+        });
+        Phase::Closing(end)
+    }
+
+    /// Stops the response side where it is and takes the client's write half back.
+    async fn stop_responses(&mut self) -> Option<Finished> {
+        match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
+            ResponseTask::Running(handle) => {
+                self.queue.stop();
+                handle.await.ok()
+            }
+            ResponseTask::Ended(finished) => Some(finished),
+            ResponseTask::Gone => None,
         }
     }
 
@@ -544,8 +611,11 @@ impl Driver {
     /// input until the client closes or [`LINGER`] passes. Never leaves unread input behind when
     /// the client cooperates, so the kernel has no reason to send a reset.
     async fn close_lingering(&mut self) {
+        let Some(Finished { mut client, .. }) = self.stop_responses().await else {
+            return;
+        };
         let mut client_closed = false;
-        if let Some(last_write) = self.last_write {
+        if let Some(last_write) = self.queue.last_write() {
             // Long enough for the client to read the answers in a read of their own.
             let pause_end = last_write + self.shared.limits.close_pause;
             if let Ok(read) = timeout_at(pause_end, self.reader.discard_until_eof()).await {
@@ -558,33 +628,13 @@ impl Driver {
         }
         // The FIN (after TLS's close_notify). Bounded: a client that reads nothing cannot hold
         // the connection open through a full send buffer.
-        match timeout(LINGER, self.writer.shutdown()).await {
+        match timeout(LINGER, client.shutdown()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) | Err(_) => return,
         }
         if !client_closed {
             let _ = timeout(LINGER, self.reader.discard_until_eof()).await;
         }
-    }
-
-    /// Writes every response at the head of the queue that is ready. A client that reads
-    /// nothing for `connections_max_idle_ms` is given up.
-    async fn write_ready(&mut self) -> Result<(), DriverError> {
-        if !self.queue.head_is_ready() {
-            return Ok(());
-        }
-        let stall = self.shared.limits.idle_timeout;
-        while let Some(frame) = self.queue.pop_ready() {
-            self.out.push_frame(frame)?;
-        }
-        timeout(stall, self.out.write_to(&mut self.writer))
-            .await
-            .map_err(|_| DriverError::WriteStalled(stall))?
-            .map_err(FrameError::Io)?;
-        let now = Instant::now();
-        self.last_write = Some(now);
-        self.last_activity = now;
-        Ok(())
     }
 
     fn upstream_error(&self, source: UpstreamError) -> DriverError {
@@ -612,7 +662,8 @@ impl Driver {
                 e @ (DriverError::Upstream { .. }
                 | DriverError::Rewrite(_)
                 | DriverError::Authorization(_)
-                | DriverError::Step(_)),
+                | DriverError::Step(_)
+                | DriverError::ResponseSide(_)),
             ) => tracing::warn!(%peer, ?target, error = %e, "closing client connection"),
             End::Failed(e) => tracing::debug!(%peer, ?target, error = %e, "connection closed"),
             End::PreAuthBudget(size) => tracing::info!(
@@ -634,7 +685,7 @@ impl Driver {
 /// [`PRE_AUTH_UNRESERVED_BYTES`] is read only once its size is reserved from the node's
 /// pre-authentication budget (kept in `reservation` until the frame is handled). Cancel-safe: the
 /// reader keeps what it read, and a reservation made before a cancellation stays held.
-async fn read_request<R: super::frames::ReadSource>(
+async fn read_request<R: ReadSource>(
     reader: &mut FrameReader<R>,
     max_frame: usize,
     pre_auth: bool,
@@ -694,14 +745,6 @@ impl Driver {
 async fn revoked(ticket: Option<&Arc<portcullis::reauth::SessionTicket>>) {
     match ticket {
         Some(ticket) => ticket.revoked().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next upstream response, or never if there is no upstream connection yet.
-async fn next_response(upstream: &mut Option<UpstreamConnection>) -> Result<Bytes, UpstreamError> {
-    match upstream {
-        Some(connection) => connection.next_response().await,
         None => std::future::pending().await,
     }
 }

@@ -10,9 +10,11 @@
 //! | [`tls`]       | rustls: the listener's server side, the upstream's client side       |
 //! | [`admission`] | connection limits and the pre-authentication buffer budget           |
 //! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
-//! | `client`      | the per-connection loop: frames in, actions out, responses in order, |
-//! |               | and the lingering close                                              |
-//! | [`queue`]     | the ordered response queue of one connection                         |
+//! | `client`      | a connection's request side: frames in, actions out, its phases and  |
+//! |               | the lingering close                                                  |
+//! | `responses`   | a connection's response side (its own task): upstream responses      |
+//! |               | relayed as they arrive or rewritten, local answers, in order         |
+//! | [`queue`]     | the ordered response queue joining the two sides                     |
 //! | [`relay`]     | cutting the upstream's byte stream into responses (sans-I/O)         |
 //! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
 //! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
@@ -27,6 +29,7 @@ mod listeners;
 mod persist;
 pub mod queue;
 pub mod relay;
+mod responses;
 pub mod rewrite;
 pub mod sockets;
 pub mod tls;
