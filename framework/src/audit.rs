@@ -57,9 +57,10 @@ impl AuditingAuthorizer {
     /// Writes the line for one decision if the policy and the action ask for it. The line is
     /// formatted only then: nothing is built for a decision that is not written.
     fn audit(&self, context: &RequestContext<'_>, action: &Action<'_>, result: &Authorization) {
-        let wanted = match result.decision {
-            Decision::Allowed => self.policy.allowed && action.log_if_allowed,
-            Decision::Denied => self.policy.denied && action.log_if_denied,
+        let wanted = if result.is_allowed() {
+            self.policy.allowed && action.log_if_allowed
+        } else {
+            self.policy.denied && action.log_if_denied
         };
         if wanted {
             self.sink.write_line(audit_line(context, action, result));
@@ -124,6 +125,10 @@ pub fn audit_line(
         DecidingRule::DefaultAllow => "DefaultAllow".to_owned(),
         DecidingRule::DefaultDeny => "DefaultDeny".to_owned(),
         DecidingRule::MatchingAcl(acl) => format!("MatchingAcl{acl}"),
+        DecidingRule::Plugin { plugin } => format!("Plugin({plugin})"),
+        DecidingRule::RefusedByPolicy { policy } => format!("RefusedByPolicy({policy})"),
+        DecidingRule::Failed => "AuthorizerFailed".to_owned(),
+        other => format!("{other:?}"),
     };
     let mut out = String::with_capacity(256);
     out.push('{');

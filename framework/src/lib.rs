@@ -1,17 +1,22 @@
 //! # Portcullis framework
 //!
-//! The plugin API, the core services and the Kafka security layer of Portcullis, written
+//! The core services and the Kafka security layer of Portcullis, and (re-exported from
+//! [`portcullis_plugin_api`], module by module under the same names) the plugin API, written
 //! **sans-I/O**: nothing here opens a socket, reads a file or looks at a clock. The host feeds
 //! decoded frames and the current time in, and gets back what to do.
 //!
 //! | you want to…                                  | look at                                  |
 //! |-----------------------------------------------|------------------------------------------|
-//! | write a SASL mechanism                        | [`sasl::SaslMechanism`], [`export_sasl_mechanism!`] |
+//! | write a plugin (any kind)                     | the plugin API, [`plugin_api`]           |
+//! | write a SASL mechanism                        | [`sasl::SaslMechanism`]                  |
 //! | map an authenticated identity to a principal  | [`principal::PrincipalBuilder`]          |
 //! | decide where a request goes                   | [`forwarding::ForwardingPolicy`]         |
 //! | persist security metadata                     | [`store::MetadataStore`]                 |
 //! | authenticate Portcullis to an upstream broker | [`login::LoginModule`]                   |
-//! | observe what happens                          | [`events::EventBus`]                     |
+//! | decide what a principal may do                | [`authorizer::Authorizer`]               |
+//! | observe what happens                          | [`events::EventBus`], [`events::EventSubscriber`] |
+//! | register a built-in plugin of any kind        | [`registry`]                             |
+//! | load dynamic plugins (host authors)           | [`abi`]                                  |
 //! | drive a client connection (host authors)      | [`connection::Connection`]               |
 #![deny(missing_docs)]
 
@@ -39,5 +44,10 @@ pub mod store;
 pub mod throttle;
 pub mod tokens;
 
-/// The framework's version, written into every dynamic plugin's declaration.
+pub use portcullis_plugin_api as plugin_api;
+pub use portcullis_plugin_api::{
+    api_keys, host, plugin, Host, HostServices, Level, MetricKind, Plugin, PluginError, PluginKind,
+};
+
+/// The framework's version.
 pub const FRAMEWORK_VERSION: &str = env!("CARGO_PKG_VERSION");

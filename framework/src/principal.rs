@@ -1,106 +1,80 @@
-//! Principals and how an authenticated identity becomes one.
+//! Principals and how an authenticated identity (SASL, and on TLS listeners the client
+//! certificate) becomes one. The types are the plugin API's; the certificate subject a TLS
+//! connection's principal builder sees is worked out here: an RFC 2253 distinguished name written
+//! as Java's `X500Principal.getName()` writes it — the string Kafka's `ssl.principal.mapping.rules`
+//! apply to: most specific RDN first, `,` between RDNs and `+` inside one, no spaces, the usual
+//! keywords (`CN`, `OU`, `O`, `L`, `ST`, `C`, `STREET`, `DC`, `UID`), other attributes as their
+//! dotted OID, and `,+"\<>;` escaped with a backslash.
 
-use std::fmt;
-use std::net::IpAddr;
+use std::fmt::Write as _;
 
-use crate::sasl::Authenticated;
+use x509_parser::prelude::{FromDer, X509Certificate};
 
-/// A Kafka principal: `type:name`, e.g. `User:alice`.
-///
-/// Like Kafka's `KafkaPrincipal`, equality and hashing use the type and the name only; whether the
-/// principal authenticated with a delegation token is carried separately.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Principal {
-    /// The principal type, `User` for every built-in mechanism.
-    pub kind: String,
-    /// The principal name.
-    pub name: String,
-}
+pub use portcullis_plugin_api::principal::*;
 
-/// The principal type every built-in mechanism produces.
-pub const USER_TYPE: &str = "User";
-
-impl Principal {
-    /// A `User:<name>` principal.
-    pub fn user(name: impl Into<String>) -> Self {
-        Self {
-            kind: USER_TYPE.to_owned(),
-            name: name.into(),
+/// The RFC 2253 subject of a DER certificate; `None` if it does not parse (which rustls, having
+/// verified it, makes unexpected).
+pub fn certificate_subject(der: &[u8]) -> Option<String> {
+    let (_, certificate) = X509Certificate::from_der(der).ok()?;
+    let mut out = String::new();
+    // RFC 2253 §2.1: the RDNs in reverse order of the encoding.
+    let rdns: Vec<_> = certificate.subject().iter().collect();
+    for (i, rdn) in rdns.iter().rev().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        for (j, attribute) in rdn.iter().enumerate() {
+            if j > 0 {
+                out.push('+');
+            }
+            let oid = attribute.attr_type().to_id_string();
+            match keyword(&oid) {
+                Some(keyword) => out.push_str(keyword),
+                None => out.push_str(&oid),
+            }
+            out.push('=');
+            match attribute.as_str() {
+                Ok(text) => escape_into(&mut out, text),
+                Err(_) => {
+                    // Not a string type x509-parser decodes: RFC 2253's `#` + hex of the value.
+                    out.push('#');
+                    for byte in attribute.as_slice() {
+                        let _ = write!(out, "{byte:02x}");
+                    }
+                }
+            }
         }
     }
+    Some(out)
+}
 
-    /// `User:ANONYMOUS`, the principal of unauthenticated connections.
-    pub fn anonymous() -> Self {
-        Self::user("ANONYMOUS")
-    }
+fn keyword(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "STREET",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        _ => return None,
+    })
+}
 
-    /// Parses `type:name`, splitting on the first `:` as Kafka does. Both parts must be non-empty.
-    pub fn parse(text: &str) -> Result<Self, PrincipalParseError> {
-        match text.split_once(':') {
-            Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(Self {
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-            }),
-            _ => Err(PrincipalParseError(text.to_owned())),
+/// RFC 2253 §2.4: a backslash before `,+"\<>;`, before a leading `#` or space, and before a
+/// trailing space.
+fn escape_into(out: &mut String, value: &str) {
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
         }
-    }
-}
-
-impl fmt::Display for Principal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.kind, self.name)
-    }
-}
-
-/// A principal string that is not of the form `type:name`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid principal '{0}': expected 'type:name'")]
-pub struct PrincipalParseError(pub String);
-
-/// What a [`PrincipalBuilder`] knows about the connection.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct AuthenticationContext<'a> {
-    /// The completed SASL exchange.
-    pub authenticated: &'a Authenticated,
-    /// The client's address.
-    pub client_address: IpAddr,
-    /// The listener's name.
-    pub listener: &'a str,
-    /// Whether the connection runs over TLS.
-    pub tls: bool,
-}
-
-impl<'a> AuthenticationContext<'a> {
-    /// Creates a context.
-    pub fn new(
-        authenticated: &'a Authenticated,
-        client_address: IpAddr,
-        listener: &'a str,
-        tls: bool,
-    ) -> Self {
-        Self {
-            authenticated,
-            client_address,
-            listener,
-            tls,
-        }
-    }
-}
-
-/// Maps a completed authentication to a principal (Kafka's `KafkaPrincipalBuilder`).
-pub trait PrincipalBuilder: Send + Sync {
-    /// Builds the principal. Called once per (re-)authentication; the result is cached for the session.
-    fn build(&self, context: &AuthenticationContext<'_>) -> Principal;
-}
-
-/// Kafka's default: `User:<authorization id>`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DefaultPrincipalBuilder;
-
-impl PrincipalBuilder for DefaultPrincipalBuilder {
-    fn build(&self, context: &AuthenticationContext<'_>) -> Principal {
-        Principal::user(context.authenticated.authorization_id.clone())
+        out.push(c);
     }
 }
 
@@ -109,17 +83,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_on_first_colon() {
-        let p = Principal::parse("User:CN=a:b").unwrap();
-        assert_eq!(p.kind, "User");
-        assert_eq!(p.name, "CN=a:b");
-        assert_eq!(p.to_string(), "User:CN=a:b");
+    fn values_are_escaped() {
+        let mut out = String::new();
+        escape_into(&mut out, "#a+b;c ");
+        assert_eq!(out, "\\#a\\+b\\;c\\ ");
     }
 
     #[test]
-    fn rejects_missing_colon_or_empty_parts() {
-        for bad in ["alice", ":alice", "User:", ""] {
-            assert!(Principal::parse(bad).is_err(), "{bad}");
+    fn garbage_has_no_subject() {
+        for len in 0..64 {
+            assert_eq!(certificate_subject(&vec![0x30; len]), None);
         }
     }
 }

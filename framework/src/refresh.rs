@@ -245,12 +245,9 @@ mod tests {
     const MIN: i64 = 60_000;
 
     fn cred(start: Option<i64>, expiry: i64) -> ExpiringCredential {
-        ExpiringCredential {
-            principal_name: "svc".into(),
-            start_ms: start,
-            expiry_ms: Some(expiry),
-            absolute_last_refresh_ms: None,
-        }
+        let mut credential = ExpiringCredential::expiring("svc", 0, expiry);
+        credential.start_ms = start;
+        credential
     }
 
     #[test]
@@ -278,10 +275,9 @@ mod tests {
             },
             Case {
                 name: "absolute last refresh before expiry",
-                credential: Some(ExpiringCredential {
-                    absolute_last_refresh_ms: Some(now + 10),
-                    ..cred(Some(now), now + 100 * MIN)
-                }),
+                credential: Some(
+                    cred(Some(now), now + 100 * MIN).with_absolute_last_refresh_ms(Some(now + 10)),
+                ),
                 random: 0.0,
                 want: NextRefresh::Stop,
             },
@@ -376,15 +372,14 @@ mod tests {
             "OAUTHBEARER"
         }
         fn credential(&self) -> ExpiringCredential {
-            ExpiringCredential {
-                principal_name: "svc".into(),
-                start_ms: Some(0),
-                expiry_ms: Some(self.expiry.load(std::sync::atomic::Ordering::SeqCst)),
-                absolute_last_refresh_ms: None,
-            }
+            ExpiringCredential::expiring(
+                "svc",
+                0,
+                self.expiry.load(std::sync::atomic::Ordering::SeqCst),
+            )
         }
-        fn start(&self) -> Box<dyn crate::login::SaslClientExchange> {
-            unimplemented!("not used by the scheduler")
+        fn start(&self) -> Result<crate::login::ClientExchange, crate::login::LoginError> {
+            Err(crate::login::LoginError("not used by the scheduler".into()))
         }
         fn refresh(&self) -> Result<ExpiringCredential, crate::login::LoginError> {
             if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
@@ -430,8 +425,8 @@ mod tests {
             fn credential(&self) -> ExpiringCredential {
                 ExpiringCredential::non_expiring("svc")
             }
-            fn start(&self) -> Box<dyn crate::login::SaslClientExchange> {
-                unimplemented!("not used by the scheduler")
+            fn start(&self) -> Result<crate::login::ClientExchange, crate::login::LoginError> {
+                Err(crate::login::LoginError("not used by the scheduler".into()))
             }
         }
         let mut s = RefreshScheduler::new(RefreshConfig::default(), EventBus::new());

@@ -181,6 +181,15 @@ impl MetadataRecord {
     }
 }
 
+impl From<crate::authorizer::AclChange> for MetadataRecord {
+    fn from(change: crate::authorizer::AclChange) -> Self {
+        match change {
+            crate::authorizer::AclChange::Create(binding) => MetadataRecord::Acl { binding },
+            crate::authorizer::AclChange::Delete(binding) => MetadataRecord::RemoveAcl { binding },
+        }
+    }
+}
+
 /// The position of a record in the log. Offsets only grow, and compaction keeps them.
 pub type Offset = u64;
 
@@ -315,6 +324,30 @@ pub trait MetadataStore: Send + Sync {
     /// Ends a subscription; unknown ids are ignored.
     fn unsubscribe(&self, id: SubscriptionId) {
         let _ = id;
+    }
+
+    /// Where the store keeps its data, for messages (a directory, a topic).
+    fn location(&self) -> String {
+        String::new()
+    }
+
+    /// Called once every view of the node has replayed the log at start: whatever the store kept
+    /// to serve that replay may go.
+    fn replay_done(&self) {}
+
+    /// Whether housekeeping is due (compaction of a log whose dead records outnumber the live
+    /// ones). Asked by the store's writer after each group of appends.
+    fn maintenance_due(&self) -> bool {
+        false
+    }
+
+    /// Does the housekeeping (on a thread of its own: it may take a while); appends may continue
+    /// meanwhile.
+    ///
+    /// # Errors
+    /// Why it failed (the store stays usable as it was).
+    fn maintain(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

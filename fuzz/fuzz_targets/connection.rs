@@ -13,7 +13,6 @@ use portcullis::events::EventBus;
 use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::principal::DefaultPrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
-use portcullis::registry::Services;
 use portcullis::sasl::SaslMechanism;
 use portcullis_plugin_plain::PlainServer;
 use portcullis_plugin_scram::ScramServer;
@@ -32,16 +31,10 @@ impl ForwardingPolicy for Upstream {
 
 fuzz_target!(|data: &[u8]| {
     let credentials = Arc::new(InMemoryCredentials::new());
-    let services = Services::new(credentials.clone(), Arc::new(NoTokens), EventBus::new());
+    let host = portcullis::Host::with_views(credentials.clone(), Arc::new(NoTokens));
     let mechanisms: Vec<Arc<dyn SaslMechanism>> = vec![
-        Arc::new(ScramServer::from_services(
-            ScramMechanism::Sha512,
-            &services,
-        )),
-        Arc::new(ScramServer::from_services(
-            ScramMechanism::Sha256,
-            &services,
-        )),
+        Arc::new(ScramServer::from_host(ScramMechanism::Sha512, &host)),
+        Arc::new(ScramServer::from_host(ScramMechanism::Sha256, &host)),
         Arc::new(PlainServer::new(credentials)),
     ];
     let upstream = ApiVersionTable::from_ranges([(0, 3, 11), (3, 0, 12), (10, 0, 6)]);

@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         StepOutcome::Continue(_) => panic!("PLAIN has no second message"),
         // Every PLAIN failure is reported to the client, as Kafka does.
         StepOutcome::Fail(failure) => assert!(matches!(failure, AuthFailure::Visible(_))),
+        other => panic!("unknown outcome {other:?}"),
     }
     assert!(matches!(exchange.step(data), StepOutcome::Fail(_)));
 });

@@ -62,10 +62,12 @@ fuzz_target!(|data: &[u8]| {
                 }
                 StepOutcome::Continue(_) => panic!("SCRAM has no third server message"),
                 StepOutcome::Fail(_) => {}
+                other => panic!("unknown outcome {other:?}"),
             }
         }
         StepOutcome::Complete(_) => panic!("completed after one message"),
         StepOutcome::Fail(_) => {}
+        other => panic!("unknown outcome {other:?}"),
     }
     // A finished exchange stays finished.
     assert!(matches!(exchange.step(last), StepOutcome::Fail(_)));

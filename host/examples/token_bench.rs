@@ -300,7 +300,7 @@ fn churn(args: &[String]) {
     let clients = num(args, "--clients", 64);
     let _ = std::fs::remove_dir_all(&dir);
     let store = Arc::new(FileMetadataStore::open(&dir).unwrap());
-    let writer = StoreWriter::start(Arc::clone(&store)).unwrap();
+    let writer = StoreWriter::start(Arc::clone(&store) as Arc<dyn MetadataStore>).unwrap();
     let tokens = manager();
     let view = Arc::clone(&tokens);
     store

@@ -9,15 +9,15 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, ScramMechanism};
-use portcullis::events::EventBus;
-use portcullis::registry::Services;
+use portcullis::credentials::{CredentialView, InMemoryCredentials, ScramMechanism};
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
 use portcullis_plugin_stores::{credentials_from, load_credentials, FileMetadataStore};
 
 use crate::config::{self, Config};
 use crate::node::{self, Assembly, Node};
+use crate::plugin_config::PluginTables;
 use crate::plugin_loader::PluginLoadReport;
+use crate::services::HostContext;
 
 /// The longest password `scram add` reads from stdin.
 const MAX_PASSWORD_BYTES: u64 = 64 * 1024;
@@ -39,7 +39,8 @@ pub enum Command {
     /// Load and validate the configuration and build its mechanisms and policy, without
     /// listening or locking the data directory.
     CheckConfig(ConfigArg),
-    /// List the built-in mechanisms and policies and the plugin directory's contents.
+    /// List every plugin: the built-in ones and, with a configuration, what its plugin directory
+    /// holds (kind, version, file, whether its configuration validated, refused files).
     Plugins(OptionalConfigArg),
     /// Manage SCRAM credentials in the metadata store offline (the node must be stopped).
     #[command(subcommand)]
@@ -249,13 +250,7 @@ fn serve(path: &Path) -> anyhow::Result<()> {
     init_tracing();
     let config = load_config(path)?;
     let node = Node::build(config).context("cannot start the node")?;
-    for refused in &node.plugins.refused {
-        tracing::warn!(
-            file = %refused.path.display(),
-            reason = %refused.reason,
-            "plugin refused"
-        );
-    }
+    warn_refused(&node.plugins);
     tracing::info!(
         node = node.config.node.id,
         address = %node.config.listener.address,
@@ -282,19 +277,10 @@ fn init_tracing() {
         .try_init();
 }
 
-/// Services for assembling without the store: an empty credential view.
-fn offline_services() -> Services {
-    Services::new(
-        Arc::new(InMemoryCredentials::new()) as Arc<dyn CredentialView>,
-        Arc::new(NoTokens),
-        EventBus::new(),
-    )
-}
-
 /// `check-config`: everything `serve` checks before it opens the store and the listeners.
 fn check_config(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
-    let assembly = node::assemble(&config, &offline_services())?;
+    let assembly = node::assemble(&config, &HostContext::offline())?;
     warn_refused(&assembly.plugins);
     writeln!(out, "configuration OK: {}", path.display())?;
     write_summary(&config, &assembly, out)?;
@@ -304,6 +290,16 @@ fn check_config(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
 fn warn_refused(report: &PluginLoadReport) {
     for refused in &report.refused {
         eprintln!("warning: {refused}");
+    }
+    for plugin in &report.loaded {
+        if let Err(error) = &plugin.instance {
+            eprintln!(
+                "warning: plugin {} ({}) from {} is not usable: {error}",
+                plugin.name,
+                plugin.kind,
+                plugin.path.display()
+            );
+        }
     }
 }
 
@@ -334,9 +330,15 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
     let protocol = upstream.security_protocol.name();
     let login = match &assembly.upstream_login {
         Some(login) if upstream.security_protocol.uses_sasl() => format!(
-            "{protocol}, {} as {}",
+            "{protocol}, {} as {} (login module {})",
             login.mechanism(),
-            upstream.username.as_deref().unwrap_or("")
+            login.credential().principal_name,
+            upstream
+                .login
+                .as_ref()
+                .map_or(portcullis_plugin_login::PASSWORD_LOGIN, |l| l
+                    .plugin
+                    .as_str())
         ),
         _ => protocol.to_owned(),
     };
@@ -381,6 +383,21 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
             "  tokens:      disabled (no [delegation_tokens] secret; the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED)"
         )?;
     }
+    writeln!(
+        out,
+        "  principal:   {} (principal builder)",
+        config.principal.plugin
+    )?;
+    if let Some(authorizer) = &config.authorizer {
+        writeln!(out, "  authorizer:  {}", authorizer.plugin)?;
+    }
+    for subscriber in &config.events.subscribers {
+        writeln!(
+            out,
+            "  events:      {} (queue of {})",
+            subscriber.plugin, subscriber.queue_capacity
+        )?;
+    }
     match &config.plugins.dir {
         None => writeln!(out, "  plugins:     no plugin directory")?,
         Some(dir) => writeln!(
@@ -394,34 +411,70 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
     Ok(())
 }
 
-/// `plugins`: the built-ins, and with a configuration, what its plugin directory holds.
+/// `plugins`: every built-in plugin, and with a configuration, every plugin of its plugin
+/// directory: name, kind, version, file, and whether its configuration validated.
 fn plugins(path: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<()> {
-    writeln!(out, "built-in SASL mechanisms:")?;
-    for name in node::builtin_mechanism_names() {
-        writeln!(out, "  {name}")?;
+    let config = path.map(load_config).transpose()?;
+    let tables = match &config {
+        Some(config) => PluginTables::new(&config.plugins)?,
+        None => PluginTables::default(),
+    };
+    writeln!(
+        out,
+        "built-in plugins (portcullis {}):",
+        portcullis::FRAMEWORK_VERSION
+    )?;
+    for (kind, name, check) in node::builtins() {
+        let status = if !tables.has(name) {
+            "config: none".to_owned()
+        } else {
+            match check(tables.text(name)) {
+                Ok(()) => "config: valid".to_owned(),
+                Err(e) => format!(
+                    "config: INVALID: {}",
+                    tables.locate(name, &portcullis::PluginError::Config(e))
+                ),
+            }
+        };
+        writeln!(out, "  {name:<24} {:<18} built in  {status}", kind.label())?;
     }
-    writeln!(out, "built-in forwarding policies:")?;
-    for name in node::builtin_policy_names() {
-        writeln!(out, "  {name}")?;
-    }
-    let Some(path) = path else { return Ok(()) };
-    let config = load_config(path)?;
+    let Some(config) = config else { return Ok(()) };
     let Some(dir) = &config.plugins.dir else {
         writeln!(out, "plugin directory: not configured")?;
         return Ok(());
     };
-    let report = node::load_plugins(&config.plugins)?;
+    let report = crate::plugin_loader::load_plugin_dir(dir, &tables, &HostContext::offline());
     writeln!(out, "plugin directory {}:", dir.display())?;
     if report.loaded.is_empty() {
         writeln!(out, "  no plugins loaded")?;
     }
     for plugin in &report.loaded {
+        let status = match &plugin.instance {
+            Ok(instance) => {
+                let detail = match instance {
+                    portcullis::registry::PluginInstance::SaslMechanism(m) => {
+                        format!(", mechanism {}", m.name())
+                    }
+                    portcullis::registry::PluginInstance::ForwardingPolicy(p) => {
+                        format!(", policy {}", p.name())
+                    }
+                    _ => String::new(),
+                };
+                let table = if tables.has(&plugin.name) {
+                    "valid"
+                } else {
+                    "valid (no table)"
+                };
+                format!("config: {table}{detail}")
+            }
+            Err(error) => format!("config: INVALID: {error}"),
+        };
         writeln!(
             out,
-            "  {} ({}, mechanism {}) from {}",
+            "  {:<24} {:<18} plugin API {}  {}  {status}",
             plugin.name,
-            plugin.kind,
-            plugin.mechanism.name(),
+            plugin.kind.label(),
+            plugin.api_version,
             plugin.path.display()
         )?;
         for warning in &plugin.warnings {

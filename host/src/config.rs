@@ -46,6 +46,12 @@ pub struct Config {
     /// Delegation tokens (KIP-48); absent or without a secret, tokens are disabled.
     #[serde(default)]
     pub delegation_tokens: DelegationTokensConfig,
+    /// The principal builder.
+    #[serde(default)]
+    pub principal: PrincipalConfig,
+    /// Event subscribers.
+    #[serde(default)]
+    pub events: EventsConfig,
     /// Connection limits, idle timeouts and the failed-authentication throttle.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -172,6 +178,10 @@ fn default_shutdown_grace_ms() -> u64 {
     8_000
 }
 
+pub use crate::plugin_config::{
+    ConfigSource, EventsConfig, PrincipalConfig, SubscriberConfig, UpstreamLoginConfig,
+};
+
 /// `[authorizer]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -257,6 +267,9 @@ pub struct PluginsConfig {
     /// Per-plugin configuration tables, `[plugins.config.<PLUGIN-NAME>]`, handed to the plugin as TOML text.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Table>,
+    /// The file the configuration was loaded from, to point plugin errors at its lines.
+    #[serde(skip)]
+    pub source: Option<ConfigSource>,
 }
 
 /// `[listener]`.
@@ -345,6 +358,8 @@ pub struct UpstreamConfig {
     /// TLS to the brokers, for `SSL` and `SASL_SSL`; absent means the defaults (the system's
     /// trusted roots, no client certificate, server names verified).
     pub tls: Option<UpstreamTlsConfig>,
+    /// `[upstream.login]`: the login module (absent: the built-in `password` one).
+    pub login: Option<UpstreamLoginConfig>,
 }
 
 /// The upstream security protocol (Kafka's `security.protocol`).
@@ -463,7 +478,7 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const UPSTREAM_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The top-level tables, used to recognise a mistyped override such as `PORTCULLIS_LISTENER_ADDRESS`.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 13] = [
     "node",
     "plugins",
     "listener",
@@ -475,6 +490,8 @@ const SECTIONS: [&str; 11] = [
     "limits",
     "shutdown",
     "delegation_tokens",
+    "principal",
+    "events",
 ];
 /// The key read from the environment verbatim instead of through figment's value parser, which
 /// would turn `1234` into a number, and whose errors would quote it.
@@ -584,6 +601,10 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
         tokens_config::check_secret_file(path)?;
     }
     config.validate()?;
+    config.plugins.source = Some(ConfigSource {
+        path: path.to_owned(),
+        text,
+    });
     Ok(config)
 }
 
@@ -1052,6 +1073,7 @@ impl Config {
             return Err(invalid("metrics.snapshot_interval_ms", "must be positive"));
         }
         self.delegation_tokens.validate()?;
+        self.events.validate()?;
         Ok(())
     }
 }
@@ -1266,7 +1288,23 @@ impl UpstreamConfig {
             ));
         }
         let protocol = self.security_protocol.name();
-        if self.security_protocol.uses_sasl() {
+        let sasl_only = || {
+            format!(
+                "only used with security_protocol = \"SASL_PLAINTEXT\" or \"SASL_SSL\" (it is \
+                 {protocol}); remove it or set the protocol"
+            )
+        };
+        if let Some(login) = &self.login {
+            if login.plugin.trim().is_empty() {
+                return Err(invalid("upstream.login.plugin", "must not be empty"));
+            }
+            if !self.security_protocol.uses_sasl() {
+                return Err(invalid("upstream.login.plugin", sasl_only()));
+            }
+        }
+        // A login plugin other than the built-in password login brings its own settings.
+        let own_login = self.login.as_ref().is_some_and(|l| !l.is_password_login());
+        if self.security_protocol.uses_sasl() && !own_login {
             let Some(mechanism) = &self.sasl_mechanism else {
                 return Err(invalid(
                     "upstream.sasl_mechanism",
@@ -1297,20 +1335,14 @@ impl UpstreamConfig {
                     ),
                 ));
             }
-        } else {
+        } else if !self.security_protocol.uses_sasl() {
             for (key, set) in [
                 ("upstream.sasl_mechanism", self.sasl_mechanism.is_some()),
                 ("upstream.username", self.username.is_some()),
                 ("upstream.password", self.password.is_some()),
             ] {
                 if set {
-                    return Err(invalid(
-                        key,
-                        format!(
-                            "only used with security_protocol = \"SASL_PLAINTEXT\" or \
-                             \"SASL_SSL\" (it is {protocol}); remove it or set the protocol"
-                        ),
-                    ));
+                    return Err(invalid(key, sasl_only()));
                 }
             }
         }

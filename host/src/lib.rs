@@ -5,8 +5,10 @@
 pub mod cli;
 pub mod config;
 pub mod node;
+pub mod plugin_config;
 pub mod plugin_loader;
 pub mod server;
 pub mod services;
 pub mod store_writer;
+pub mod tls_peer;
 pub mod views;

@@ -1,34 +1,37 @@
-//! Assembling a node from its configuration: the store, credentials, mechanisms (built-in and
-//! dynamic), the forwarding policy and the upstream login module.
+//! Assembling a node from its configuration: the store, credentials, and one plugin of each kind
+//! — SASL mechanisms, principal builder, authorizer, forwarding policy, upstream login module,
+//! event subscribers — each chosen by name among the built-ins (registered with `inventory`) and
+//! the plugins loaded from the plugin directory, the same way for both.
 //!
 //! [`Node::build`] does all of it for a running node. [`assemble`] is the part that needs no
 //! store (and so takes no lock on the data directory): `check-config` and `plugins` use it.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
-use portcullis::events::EventBus;
-use portcullis::forwarding::ForwardingPolicy;
+use portcullis::events::{EventBus, EventSubscriber};
+use portcullis::forwarding::{DenyApiKeys, ForwardingPolicy, ScreenedAuthorizer};
 use portcullis::local::acls::AclApis;
 use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
 use portcullis::local::LocalHandler;
 use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
-use portcullis::principal::{DefaultPrincipalBuilder, PrincipalBuilder};
+use portcullis::principal::PrincipalBuilder;
 use portcullis::reauth::ReauthScheduler;
-use portcullis::registry::AuthorizerSettings;
-use portcullis::registry::{self, ForwardingSettings, Services};
+use portcullis::registry::{
+    self, AuthorizerInput, AuthorizerSettings, CheckConfigFn, ForwardingSettings, LoginSettings,
+    PluginInstance, StoreSettings,
+};
 use portcullis::sasl::SaslMechanism;
-use portcullis::store::MetadataStore;
-use portcullis::store::StoreError;
+use portcullis::store::{MetadataStore, StoreError};
 use portcullis::tokens::{TokenConfig, TokenManager};
-use portcullis_plugin_stores::FileMetadataStore;
+use portcullis::{PluginError, PluginKind};
+use portcullis_plugin_login::ResolvedLogin;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
 // linked into the binary even where nothing else in the host uses it.
@@ -36,17 +39,20 @@ use portcullis_plugin_acl as _;
 use portcullis_plugin_forwarding as _;
 use portcullis_plugin_plain as _;
 use portcullis_plugin_scram as _;
+use portcullis_plugin_stores as _;
 
-use crate::config::{Config, PluginsConfig, SecurityProtocol};
-use crate::plugin_loader::{config_to_text, load_plugin_dir, PluginLoadReport};
+use crate::config::Config;
+use crate::plugin_config::{PluginConfigError, PluginTables};
+use crate::plugin_loader::{load_plugin_dir, PluginLoadReport};
+use crate::services::{spawn_subscriber, HostContext, PluginStats, SubscriberStats};
 use crate::store_writer::StoreWriter;
 
 /// Everything a running node needs, built once at start.
 pub struct Node {
     /// The validated configuration.
     pub config: Config,
-    /// The embedded metadata store (holds the data directory's lock).
-    pub store: Arc<FileMetadataStore>,
+    /// The metadata store (for the file store: holds the data directory's lock).
+    pub store: Arc<dyn MetadataStore>,
     /// Appends to the store off the request path, group-committed.
     pub writer: StoreWriter,
     /// The delegation-token manager, when tokens are enabled.
@@ -61,25 +67,31 @@ pub struct Node {
     pub principal_builder: Arc<dyn PrincipalBuilder>,
     /// Routes authenticated requests.
     pub policy: Arc<dyn ForwardingPolicy>,
-    /// Portcullis' own login upstream, for `SASL_PLAINTEXT`.
+    /// Portcullis' own login upstream, for SASL upstreams.
     pub upstream_login: Option<Arc<dyn LoginModule>>,
-    /// What the plugin directory held: loaded and refused files.
+    /// What the plugin directory held: loaded plugins and refused files.
     pub plugins: PluginLoadReport,
     /// Every authenticated session (KIP-368 deadlines and revocation).
     pub sessions: ReauthScheduler,
     /// Authentication counters.
     pub metrics: Arc<SecurityMetrics>,
-    /// The authorizer (wrapped by the audit log when one is configured).
+    /// What every request (and the local security APIs) is authorized with: the authorizer,
+    /// screened by the forwarding policy when it refuses actions, wrapped by the audit log when
+    /// one is configured.
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// The security APIs Portcullis serves itself.
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
+    /// The services plugins got; plugin metrics and subscriber counts.
+    pub context: HostContext,
+    /// The event subscribers' counts.
+    pub subscribers: Vec<SubscriberStats>,
 }
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
             .field("config", &self.config)
-            .field("store", &self.store)
+            .field("store", &self.store.location())
             .field("credentials", &self.credentials)
             .field(
                 "mechanisms",
@@ -101,18 +113,61 @@ pub enum NodeError {
     /// The metadata store could not be opened or read.
     #[error("metadata store")]
     Store(#[source] StoreError),
-    /// A `[plugins.config.NAME]` table could not be turned back into TOML text.
-    #[error("plugins.config.{name}: {message}")]
-    PluginConfig {
-        /// The plugin name.
+    /// No metadata store of that name is built in.
+    #[error("no metadata store named `{0}` is built into this binary")]
+    UnknownStore(String),
+    /// A plugin refused its configuration or failed to start.
+    #[error(transparent)]
+    PluginConfig(#[from] PluginConfigError),
+    /// The configuration names a plugin of a kind that nothing provides.
+    #[error(
+        "{key}: no {kind} plugin named `{name}`; available: {}{}",
+        list(available),
+        refused_note(refused)
+    )]
+    UnknownPlugin {
+        /// The configuration key that names it.
+        key: &'static str,
+        /// The kind.
+        kind: PluginKind,
+        /// The name.
         name: String,
-        /// What went wrong.
-        message: String,
+        /// The plugins of that kind that exist (built-in and loaded).
+        available: Vec<String>,
+        /// Plugin files that were refused (`file: reason`), which may be why.
+        refused: Vec<String>,
+    },
+    /// A plugin name is provided both built in and by a file.
+    #[error("{key}: the {kind} `{name}` is provided twice: built in and by plugin {}", file.display())]
+    DuplicatePlugin {
+        /// The configuration key that names it.
+        key: &'static str,
+        /// The kind.
+        kind: PluginKind,
+        /// The name.
+        name: String,
+        /// The plugin file.
+        file: PathBuf,
+    },
+    /// A `[plugins.config.NAME]` table names no plugin.
+    #[error(
+        "plugins.config.{name}: no plugin named `{name}` (built-in or in the plugin directory); \
+         known plugins: {}{}",
+        list(available),
+        refused_note(refused)
+    )]
+    UnknownConfigTable {
+        /// The table's name.
+        name: String,
+        /// Every plugin name.
+        available: Vec<String>,
+        /// Plugin files that were refused, which may be why.
+        refused: Vec<String>,
     },
     /// `listener.sasl_mechanisms` names a mechanism that nothing provides.
     #[error(
         "listener.sasl_mechanisms: unknown SASL mechanism `{name}`; available: {}{}",
-        available.join(", "),
+        list(available),
         refused_note(refused)
     )]
     UnknownMechanism {
@@ -133,23 +188,17 @@ pub enum NodeError {
         /// The other.
         second: String,
     },
-    /// `forwarding.policy` names no built-in policy.
-    #[error("forwarding.policy: unknown forwarding policy `{name}`; available: {}", available.join(", "))]
-    UnknownPolicy {
-        /// The name.
-        name: String,
-        /// The built-in policies.
-        available: Vec<String>,
-    },
-    /// The upstream login module could not be built.
-    #[error("upstream login: {0}")]
-    UpstreamLogin(String),
-    /// The authorizer could not be built.
-    #[error("authorizer: {0}")]
-    Authorizer(String),
     /// The audit log cannot be opened.
     #[error("audit.file: {0}")]
     Audit(std::io::Error),
+    /// A thread of the node (revocation, an event subscriber) cannot be started.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// `accept_token_without_extension` is on and SCRAM users have token-id-shaped names.
     #[error(
         "delegation_tokens.accept_token_without_extension: SCRAM user(s) {} have names shaped like \
@@ -158,6 +207,14 @@ pub enum NodeError {
         .0.join(", ")
     )]
     TokenShapedUsers(Vec<String>),
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }
 
 fn refused_note(refused: &[String]) -> String {
@@ -176,21 +233,24 @@ pub struct Assembly {
     pub principal_builder: Arc<dyn PrincipalBuilder>,
     /// Routes authenticated requests.
     pub policy: Arc<dyn ForwardingPolicy>,
-    /// Portcullis' own login upstream, for `SASL_PLAINTEXT`.
+    /// Portcullis' own login upstream, for SASL upstreams.
     pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// The event subscribers, with their queue capacities (started by [`Node::build`]).
+    pub subscribers: Vec<(String, Arc<dyn EventSubscriber>, usize)>,
     /// What the plugin directory held.
     pub plugins: PluginLoadReport,
+    /// The configuration tables.
+    pub tables: PluginTables,
 }
 
 impl Node {
     /// Opens the store (locking the data directory), loads the credentials, and assembles the
-    /// mechanisms, policy and upstream login.
+    /// plugins.
     ///
     /// # Errors
     /// [`NodeError`]; a locked or corrupt store refuses the start.
     pub fn build(config: Config) -> Result<Node, NodeError> {
-        let store =
-            Arc::new(FileMetadataStore::open(&config.node.data_dir).map_err(NodeError::Store)?);
+        let store = open_store(&config)?;
         let credentials = Arc::new(InMemoryCredentials::new());
         let events = EventBus::new();
         let tokens = token_manager(&config);
@@ -212,33 +272,42 @@ impl Node {
             Some(manager) => Arc::clone(manager) as Arc<dyn TokenView>,
             None => Arc::new(NoTokens),
         };
-        let services = Services::new(
+        let context = HostContext::new(
             Arc::clone(&credentials) as Arc<dyn CredentialView>,
             token_view,
-            events.clone(),
         );
-        let assembly = assemble(&config, &services)?;
-        let authorizer = build_authorizer(&config, &store, &events)?;
+        let assembly = assemble(&config, &context)?;
+        let authorizer = build_authorizer(&config, &context, &assembly, &store, &events)?;
+        // A policy that refuses actions is enforced through the authorization map: its refusals
+        // come before the authorizer's decisions (which allow everything when there is none).
+        let authorizer = if assembly.policy.screens_actions() {
+            Some(Arc::new(ScreenedAuthorizer::new(
+                Arc::clone(&assembly.policy),
+                authorizer,
+            )) as Arc<dyn Authorizer>)
+        } else {
+            authorizer
+        };
+        let authorizer = audited(&config, authorizer)?;
         let local_handlers = local_handlers(
             &credentials,
             tokens.clone(),
             authorizer.clone(),
             config.delegation_tokens.accept_token_without_extension,
         );
-        // Every view has replayed the log: the records kept from opening it are not needed.
-        store.release_startup_cache();
-        let writer = StoreWriter::start(Arc::clone(&store)).map_err(|e| {
-            NodeError::Store(portcullis::store::StoreError::Io {
-                path: store.path().display().to_string(),
-                source: e,
-            })
-        })?;
+        // Every view has replayed the log: what the store kept for the replay is not needed.
+        store.replay_done();
+        let writer =
+            StoreWriter::start(Arc::clone(&store)).map_err(|source| NodeError::Thread {
+                what: "store writer".to_owned(),
+                source,
+            })?;
 
         // A credential removed or changed closes the sessions that used it, at once.
         let sessions = ReauthScheduler::new();
         let subscription = events.subscribe(4_096);
         let revoker = sessions.clone();
-        let spawned = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("portcullis-revocation".into())
             .spawn(move || {
                 while let Some(event) = subscription.recv() {
@@ -251,11 +320,26 @@ impl Node {
                         );
                     }
                 }
-            });
-        if let Err(e) = spawned {
-            return Err(NodeError::Authorizer(format!(
-                "cannot start the revocation thread: {e}"
-            )));
+            })
+            .map_err(|source| NodeError::Thread {
+                what: "revocation".to_owned(),
+                source,
+            })?;
+
+        let mut subscribers = Vec::new();
+        for (name, subscriber, capacity) in &assembly.subscribers {
+            let counts = spawn_subscriber(
+                name,
+                Arc::clone(subscriber),
+                &events,
+                *capacity,
+                context.stats(),
+            )
+            .map_err(|source| NodeError::Thread {
+                what: format!("event subscriber {name}"),
+                source,
+            })?;
+            subscribers.push(counts);
         }
 
         Ok(Node {
@@ -274,46 +358,86 @@ impl Node {
             metrics: Arc::new(SecurityMetrics::default()),
             authorizer,
             local_handlers,
+            context,
+            subscribers,
         })
+    }
+
+    /// The plugin metrics and subscriber counts.
+    pub fn plugin_stats(&self) -> Arc<PluginStats> {
+        Arc::clone(self.context.stats())
     }
 }
 
-/// The configured authorizer, replayed from the store, wrapped by the audit log if one is set.
+/// Opens the node's metadata store (the built-in `file` store in the data directory).
+fn open_store(config: &Config) -> Result<Arc<dyn MetadataStore>, NodeError> {
+    let name = registry::DEFAULT_STORE;
+    let factory = registry::stores()
+        .find(|f| f.name == name)
+        .ok_or_else(|| NodeError::UnknownStore(name.to_owned()))?;
+    (factory.open)(&StoreSettings::new(&config.node.data_dir)).map_err(NodeError::Store)
+}
+
+/// The configured authorizer, if any, built on the store (a built-in one replays its ACLs).
 fn build_authorizer(
     config: &Config,
-    store: &Arc<FileMetadataStore>,
+    context: &HostContext,
+    assembly: &Assembly,
+    store: &Arc<dyn MetadataStore>,
     events: &EventBus,
 ) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
     let Some(settings) = &config.authorizer else {
         return Ok(None);
     };
-    let factory = registry::authorizers()
-        .find(|f| f.name == settings.plugin)
-        .ok_or_else(|| {
-            let mut available: Vec<&str> = registry::authorizers().map(|f| f.name).collect();
-            available.sort_unstable();
-            NodeError::Authorizer(format!(
-                "unknown authorizer plugin `{}`; available: {}",
-                settings.plugin,
-                available.join(", ")
-            ))
-        })?;
-    let built = (factory.build)(
-        &AuthorizerSettings::new(
-            settings.super_users.clone(),
-            settings.allow_everyone_if_no_acl_found,
-        )
-        .with_events(events.clone()),
-        Arc::clone(store) as Arc<dyn MetadataStore>,
+    let name = settings.plugin.as_str();
+    let tables = &assembly.tables;
+    let authorizer_settings = AuthorizerSettings::new(
+        settings.super_users.clone(),
+        settings.allow_everyone_if_no_acl_found,
     )
-    .map_err(NodeError::Authorizer)?;
+    .with_events(events.clone());
+    let built = choose(
+        Choice {
+            key: "authorizer.plugin",
+            kind: PluginKind::Authorizer,
+            name,
+        },
+        registry::authorizers().find(|f| f.name == name),
+        registry::authorizers().map(|f| f.name),
+        |factory| {
+            let host = context.host_for(name);
+            (factory.build)(&AuthorizerInput::new(
+                tables.text(name),
+                &host,
+                &authorizer_settings,
+                Arc::clone(store),
+            ))
+        },
+        |instance| match instance {
+            PluginInstance::Authorizer(a) => Some(Arc::clone(a)),
+            _ => None,
+        },
+        &assembly.plugins,
+        tables,
+    )?;
+    Ok(Some(built))
+}
+
+/// `authorizer` wrapped by the audit log when `[audit] file` is set.
+fn audited(
+    config: &Config,
+    authorizer: Option<Arc<dyn Authorizer>>,
+) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
+    let Some(authorizer) = authorizer else {
+        return Ok(None);
+    };
     let Some(path) = &config.audit.file else {
-        return Ok(Some(built));
+        return Ok(Some(authorizer));
     };
     let sink = crate::services::FileAuditSink::open(path).map_err(NodeError::Audit)?;
     let policy = AuditPolicy::new(config.audit.log_allowed, config.audit.log_denied);
     Ok(Some(Arc::new(AuditingAuthorizer::new(
-        built,
+        authorizer,
         Arc::new(sink),
         policy,
     ))))
@@ -379,102 +503,206 @@ fn refuse_token_shaped_users(credentials: &InMemoryCredentials) -> Result<(), No
     Err(NodeError::TokenShapedUsers(shaped))
 }
 
-/// Builds the mechanisms, policy and upstream login for `config` with `services`, loading the
-/// plugin directory.
+/// Loads the plugin directory and builds the mechanisms, principal builder, policy, upstream
+/// login and event subscribers for `config` with the services of `context`; checks every
+/// `[plugins.config.NAME]` table and that the configured authorizer exists.
 ///
 /// # Errors
-/// [`NodeError`] for an unknown or doubly provided mechanism, an unknown policy, or an upstream
-/// login that cannot be built.
-pub fn assemble(config: &Config, services: &Services) -> Result<Assembly, NodeError> {
-    let plugins = load_plugins(&config.plugins)?;
-    let mechanisms = resolve_mechanisms(&config.listener.sasl_mechanisms, services, &plugins)?;
-    let policy = build_policy(&config.forwarding.policy, &config.forwarding.deny_api_keys)?;
-    let upstream_login = upstream_login(config)?;
+/// [`NodeError`] for an unknown or doubly provided plugin or mechanism, a plugin that refused its
+/// configuration, or a configuration table that names no plugin.
+pub fn assemble(config: &Config, context: &HostContext) -> Result<Assembly, NodeError> {
+    let tables = PluginTables::new(&config.plugins)?;
+    let plugins = match &config.plugins.dir {
+        Some(dir) => load_plugin_dir(dir, &tables, context),
+        None => PluginLoadReport::default(),
+    };
+    check_tables(&tables, &plugins)?;
+    let mechanisms =
+        resolve_mechanisms(&config.listener.sasl_mechanisms, context, &plugins, &tables)?;
+    let principal_builder = build_principal_builder(config, context, &plugins, &tables)?;
+    let policy = build_policy(config, context, &plugins, &tables)?;
+    let upstream_login = upstream_login(config, context, &plugins, &tables)?;
+    let subscribers = build_subscribers(config, context, &plugins, &tables)?;
+    if let Some(settings) = &config.authorizer {
+        check_authorizer(&settings.plugin, &plugins, &tables)?;
+    }
     Ok(Assembly {
         mechanisms,
-        principal_builder: Arc::new(DefaultPrincipalBuilder),
+        principal_builder,
         policy,
         upstream_login,
+        subscribers,
         plugins,
+        tables,
     })
 }
 
-/// Loads every plugin in `[plugins] dir` (nothing when it is not set).
-///
-/// # Errors
-/// [`NodeError::PluginConfig`] if a plugin's configuration table cannot be written as TOML.
-pub fn load_plugins(config: &PluginsConfig) -> Result<PluginLoadReport, NodeError> {
-    let Some(dir) = &config.dir else {
-        return Ok(PluginLoadReport::default());
-    };
-    let configs = plugin_configs(config)?;
-    Ok(load_plugin_dir(dir, &configs))
+/// What a configuration key chooses.
+#[derive(Clone, Copy)]
+struct Choice<'a> {
+    key: &'static str,
+    kind: PluginKind,
+    name: &'a str,
 }
 
-/// Each `[plugins.config.NAME]` table as the TOML text handed to plugin NAME.
-///
-/// # Errors
-/// [`NodeError::PluginConfig`] if a table cannot be serialized.
-pub fn plugin_configs(config: &PluginsConfig) -> Result<BTreeMap<String, String>, NodeError> {
-    config
-        .config
+/// Chooses the plugin `choice` names: a built-in one (built with `build`) or a loaded one (its
+/// instance, through `instance`), never both.
+fn choose<T: ?Sized, F>(
+    choice: Choice<'_>,
+    builtin: Option<&'static F>,
+    builtin_names: impl Iterator<Item = &'static str>,
+    build: impl FnOnce(&'static F) -> Result<Arc<T>, PluginError>,
+    instance: impl Fn(&PluginInstance) -> Option<Arc<T>>,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<Arc<T>, NodeError> {
+    let loaded = plugins.find(choice.kind, choice.name);
+    match (builtin, loaded) {
+        (Some(_), Some(plugin)) => Err(NodeError::DuplicatePlugin {
+            key: choice.key,
+            kind: choice.kind,
+            name: choice.name.to_owned(),
+            file: plugin.path.clone(),
+        }),
+        (Some(factory), None) => {
+            build(factory).map_err(|e| NodeError::PluginConfig(tables.locate(choice.name, &e)))
+        }
+        (None, Some(plugin)) => match &plugin.instance {
+            Ok(built) => instance(built).ok_or_else(|| unknown(choice, builtin_names, plugins)),
+            Err(error) => Err(NodeError::PluginConfig(error.clone())),
+        },
+        (None, None) => Err(unknown(choice, builtin_names, plugins)),
+    }
+}
+
+fn refused_files(plugins: &PluginLoadReport) -> Vec<String> {
+    plugins
+        .refused
         .iter()
-        .map(|(name, table)| {
-            config_to_text(table)
-                .map(|text| (name.clone(), text))
-                .map_err(|e| NodeError::PluginConfig {
-                    name: name.clone(),
-                    message: e.to_string(),
-                })
-        })
+        .map(|r| format!("{}: {}", r.path.display(), r.reason))
         .collect()
 }
 
-/// The names of the built-in mechanisms, sorted.
-pub fn builtin_mechanism_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = registry::mechanisms().map(|f| f.name).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
+fn unknown(
+    choice: Choice<'_>,
+    builtin_names: impl Iterator<Item = &'static str>,
+    plugins: &PluginLoadReport,
+) -> NodeError {
+    let mut available: Vec<String> = builtin_names
+        .map(str::to_owned)
+        .chain(
+            plugins
+                .loaded
+                .iter()
+                .filter(|p| p.kind == choice.kind)
+                .map(|p| p.name.clone()),
+        )
+        .collect();
+    available.sort_unstable();
+    available.dedup();
+    NodeError::UnknownPlugin {
+        key: choice.key,
+        kind: choice.kind,
+        name: choice.name.to_owned(),
+        available,
+        refused: refused_files(plugins),
+    }
 }
 
-/// The names of the built-in forwarding policies, sorted.
-pub fn builtin_policy_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = registry::policies().map(|f| f.name).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
+/// Every built-in plugin: its kind, name and configuration check.
+pub fn builtins() -> Vec<(PluginKind, &'static str, CheckConfigFn)> {
+    let mut all: Vec<(PluginKind, &'static str, CheckConfigFn)> = Vec::new();
+    all.extend(registry::mechanisms().map(|f| (PluginKind::SaslMechanism, f.name, f.check_config)));
+    all.extend(registry::authorizers().map(|f| (PluginKind::Authorizer, f.name, f.check_config)));
+    all.extend(
+        registry::principal_builders()
+            .map(|f| (PluginKind::PrincipalBuilder, f.name, f.check_config)),
+    );
+    all.extend(
+        registry::login_modules().map(|f| (PluginKind::LoginModule, f.name, f.check_config)),
+    );
+    all.extend(
+        registry::policies().map(|f| (PluginKind::ForwardingPolicy, f.name, f.check_config)),
+    );
+    all.extend(
+        registry::event_subscribers()
+            .map(|f| (PluginKind::EventSubscriber, f.name, f.check_config)),
+    );
+    all.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    all
 }
 
-/// Resolves each enabled name to a built-in mechanism or a loaded plugin.
+/// Every `[plugins.config.NAME]` table must belong to a plugin and fit it: a typo in a table name
+/// or a key is refused at start-up, even for a plugin that is not in use.
+fn check_tables(tables: &PluginTables, plugins: &PluginLoadReport) -> Result<(), NodeError> {
+    let builtins = builtins();
+    for name in tables.names() {
+        let mut known = false;
+        for plugin in plugins.loaded.iter().filter(|p| p.name == name) {
+            known = true;
+            if let Err(error) = &plugin.instance {
+                return Err(NodeError::PluginConfig(error.clone()));
+            }
+        }
+        for (_, _, check) in builtins.iter().filter(|(_, n, _)| *n == name) {
+            known = true;
+            check(tables.text(name)).map_err(|e| {
+                NodeError::PluginConfig(tables.locate(name, &PluginError::Config(e)))
+            })?;
+        }
+        if !known {
+            let mut available: Vec<String> = builtins
+                .iter()
+                .map(|(_, n, _)| (*n).to_owned())
+                .chain(plugins.loaded.iter().map(|p| p.name.clone()))
+                .collect();
+            available.sort_unstable();
+            available.dedup();
+            return Err(NodeError::UnknownConfigTable {
+                name: name.to_owned(),
+                available,
+                refused: refused_files(plugins),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Resolves each enabled name to a built-in mechanism or a loaded plugin's mechanism.
 fn resolve_mechanisms(
     enabled: &[String],
-    services: &Services,
+    context: &HostContext,
     plugins: &PluginLoadReport,
+    tables: &PluginTables,
 ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
+    let loaded: Vec<(&Path, Arc<dyn SaslMechanism>)> = plugins
+        .loaded
+        .iter()
+        .filter_map(|p| match &p.instance {
+            Ok(PluginInstance::SaslMechanism(m)) => Some((p.path.as_path(), Arc::clone(m))),
+            _ => None,
+        })
+        .collect();
     enabled
         .iter()
         .map(|name| {
-            let mut builtins = registry::mechanisms().filter(|f| f.name == name);
-            let mut loaded = plugins.loaded.iter().filter(|p| p.mechanism.name() == name);
-            let builtin = builtins.next();
-            let plugin = loaded.next();
-            match (builtin, plugin) {
-                (Some(_), Some(p)) => Err(duplicate(
-                    name,
-                    "the built-in mechanism".to_owned(),
-                    &p.path,
-                )),
-                (None, Some(p)) => match loaded.next() {
-                    Some(other) => Err(duplicate(
-                        name,
-                        format!("plugin {}", p.path.display()),
-                        &other.path,
-                    )),
-                    None => Ok(Arc::clone(&p.mechanism)),
+            let builtin = registry::mechanisms().find(|f| f.name == name);
+            let mut providers = loaded.iter().filter(|(_, m)| m.name() == name);
+            match (builtin, providers.next()) {
+                (Some(_), Some((path, _))) => {
+                    Err(duplicate(name, "the built-in mechanism".to_owned(), path))
+                }
+                (None, Some((path, mechanism))) => match providers.next() {
+                    Some((other, _)) => {
+                        Err(duplicate(name, format!("plugin {}", path.display()), other))
+                    }
+                    None => Ok(Arc::clone(mechanism)),
                 },
-                (Some(factory), None) => Ok((factory.build)(services)),
-                (None, None) => Err(unknown_mechanism(name, plugins)),
+                (Some(factory), None) => {
+                    (factory.build)(tables.text(name), &context.host_for(name))
+                        .map_err(|e| NodeError::PluginConfig(tables.locate(name, &e)))
+                }
+                (None, None) => Err(unknown_mechanism(name, &loaded, plugins)),
             }
         })
         .collect()
@@ -488,11 +716,15 @@ fn duplicate(name: &str, first: String, second: &Path) -> NodeError {
     }
 }
 
-fn unknown_mechanism(name: &str, plugins: &PluginLoadReport) -> NodeError {
+fn unknown_mechanism(
+    name: &str,
+    loaded: &[(&Path, Arc<dyn SaslMechanism>)],
+    plugins: &PluginLoadReport,
+) -> NodeError {
     let mut available: Vec<String> = builtin_mechanism_names()
         .into_iter()
         .map(str::to_owned)
-        .chain(plugins.loaded.iter().map(|p| p.mechanism.name().to_owned()))
+        .chain(loaded.iter().map(|(_, m)| m.name().to_owned()))
         .collect();
     available.sort_unstable();
     available.dedup();
@@ -503,44 +735,196 @@ fn unknown_mechanism(name: &str, plugins: &PluginLoadReport) -> NodeError {
             .refused
             .iter()
             .map(|r| format!("{}: {}", r.path.display(), r.reason))
+            .chain(
+                plugins
+                    .loaded
+                    .iter()
+                    .filter(|p| p.kind == PluginKind::SaslMechanism)
+                    .filter_map(|p| p.instance.as_ref().err())
+                    .map(ToString::to_string),
+            )
             .collect(),
     }
 }
 
-fn build_policy(name: &str, deny_api_keys: &[i16]) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
-    let factory = registry::policies()
-        .find(|f| f.name == name)
-        .ok_or_else(|| NodeError::UnknownPolicy {
-            name: name.to_owned(),
-            available: builtin_policy_names()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-        })?;
-    Ok((factory.build)(&ForwardingSettings::new(
-        deny_api_keys.to_vec(),
-    )))
+/// The names of the built-in mechanisms, sorted.
+pub fn builtin_mechanism_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = registry::mechanisms().map(|f| f.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
-/// The login module for `SASL_PLAINTEXT` / `SASL_SSL` upstreams; `None` for `PLAINTEXT` / `SSL`.
-fn upstream_login(config: &Config) -> Result<Option<Arc<dyn LoginModule>>, NodeError> {
+fn build_principal_builder(
+    config: &Config,
+    context: &HostContext,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<Arc<dyn PrincipalBuilder>, NodeError> {
+    let name = config.principal.plugin.as_str();
+    choose(
+        Choice {
+            key: "principal.plugin",
+            kind: PluginKind::PrincipalBuilder,
+            name,
+        },
+        registry::principal_builders().find(|f| f.name == name),
+        registry::principal_builders().map(|f| f.name),
+        |factory| (factory.build)(tables.text(name), &context.host_for(name)),
+        |instance| match instance {
+            PluginInstance::PrincipalBuilder(p) => Some(Arc::clone(p)),
+            _ => None,
+        },
+        plugins,
+        tables,
+    )
+}
+
+fn build_policy(
+    config: &Config,
+    context: &HostContext,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
+    let name = config.forwarding.policy.as_str();
+    let deny = &config.forwarding.deny_api_keys;
+    let builtin = registry::policies().find(|f| f.name == name);
+    let policy = choose(
+        Choice {
+            key: "forwarding.policy",
+            kind: PluginKind::ForwardingPolicy,
+            name,
+        },
+        builtin,
+        registry::policies().map(|f| f.name),
+        |factory| {
+            (factory.build)(
+                tables.text(name),
+                &context.host_for(name),
+                &ForwardingSettings::new(deny.clone()),
+            )
+        },
+        |instance| match instance {
+            PluginInstance::ForwardingPolicy(p) => Some(Arc::clone(p)),
+            _ => None,
+        },
+        plugins,
+        tables,
+    )?;
+    // A built-in policy applies `deny_api_keys` itself; in front of a plugin, the host does.
+    if builtin.is_none() && !deny.is_empty() {
+        return Ok(Arc::new(DenyApiKeys::new(deny.clone(), policy)));
+    }
+    Ok(policy)
+}
+
+/// The login module for SASL upstreams (`None` for a PLAINTEXT upstream), wrapped so that a
+/// module handing over a password gets the host's built-in client for its mechanism.
+fn upstream_login(
+    config: &Config,
+    context: &HostContext,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<Option<Arc<dyn LoginModule>>, NodeError> {
     let upstream = &config.upstream;
-    match upstream.security_protocol {
-        SecurityProtocol::Plaintext | SecurityProtocol::Ssl => Ok(None),
-        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-            // `Config::validate` has checked these; a config built by hand may not have been.
-            let (Some(mechanism), Some(username), Some(password)) = (
-                upstream.sasl_mechanism.as_deref(),
-                upstream.username.as_deref(),
-                upstream.password.as_ref(),
-            ) else {
-                return Err(NodeError::UpstreamLogin(
-                    "SASL upstreams need upstream.sasl_mechanism, username and password".to_owned(),
-                ));
-            };
-            portcullis_plugin_login::login_module(mechanism, username, password.clone())
-                .map(Some)
-                .map_err(|e| NodeError::UpstreamLogin(e.to_string()))
-        }
+    if !upstream.security_protocol.uses_sasl() {
+        return Ok(None);
+    }
+    let name = upstream
+        .login
+        .as_ref()
+        .map_or(portcullis_plugin_login::PASSWORD_LOGIN, |l| {
+            l.plugin.as_str()
+        });
+    let settings = LoginSettings::new(
+        upstream.sasl_mechanism.clone(),
+        upstream.username.clone(),
+        upstream.password.clone(),
+    );
+    let module = choose(
+        Choice {
+            key: "upstream.login.plugin",
+            kind: PluginKind::LoginModule,
+            name,
+        },
+        registry::login_modules().find(|f| f.name == name),
+        registry::login_modules().map(|f| f.name),
+        |factory| (factory.build)(tables.text(name), &context.host_for(name), &settings),
+        |instance| match instance {
+            PluginInstance::LoginModule(l) => Some(Arc::clone(l)),
+            _ => None,
+        },
+        plugins,
+        tables,
+    )?;
+    Ok(Some(Arc::new(ResolvedLogin::new(module))))
+}
+
+type Subscribers = Vec<(String, Arc<dyn EventSubscriber>, usize)>;
+
+fn build_subscribers(
+    config: &Config,
+    context: &HostContext,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<Subscribers, NodeError> {
+    config
+        .events
+        .subscribers
+        .iter()
+        .map(|subscriber| {
+            let name = subscriber.plugin.as_str();
+            let built = choose(
+                Choice {
+                    key: "events.subscribers.plugin",
+                    kind: PluginKind::EventSubscriber,
+                    name,
+                },
+                registry::event_subscribers().find(|f| f.name == name),
+                registry::event_subscribers().map(|f| f.name),
+                |factory| (factory.build)(tables.text(name), &context.host_for(name)),
+                |instance| match instance {
+                    PluginInstance::EventSubscriber(s) => Some(Arc::clone(s)),
+                    _ => None,
+                },
+                plugins,
+                tables,
+            )?;
+            Ok((name.to_owned(), built, subscriber.queue_capacity))
+        })
+        .collect()
+}
+
+/// Without a store, an authorizer is not built; this checks that the configured one exists and,
+/// for a loaded plugin, that it started.
+fn check_authorizer(
+    name: &str,
+    plugins: &PluginLoadReport,
+    tables: &PluginTables,
+) -> Result<(), NodeError> {
+    let choice = Choice {
+        key: "authorizer.plugin",
+        kind: PluginKind::Authorizer,
+        name,
+    };
+    let builtin = registry::authorizers().find(|f| f.name == name);
+    match (builtin, plugins.find(PluginKind::Authorizer, name)) {
+        (Some(_), Some(plugin)) => Err(NodeError::DuplicatePlugin {
+            key: choice.key,
+            kind: choice.kind,
+            name: name.to_owned(),
+            file: plugin.path.clone(),
+        }),
+        (Some(factory), None) => (factory.check_config)(tables.text(name))
+            .map_err(|e| NodeError::PluginConfig(tables.locate(name, &PluginError::Config(e)))),
+        (None, Some(plugin)) => match &plugin.instance {
+            Ok(_) => Ok(()),
+            Err(error) => Err(NodeError::PluginConfig(error.clone())),
+        },
+        (None, None) => Err(unknown(
+            choice,
+            registry::authorizers().map(|f| f.name),
+            plugins,
+        )),
     }
 }

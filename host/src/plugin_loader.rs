@@ -1,31 +1,45 @@
 //! Loading native plugins: every shared library in the plugin directory is opened, its
-//! declaration checked (`portcullis::abi::validate_declaration`), and its mechanism created with
-//! its configuration. A library that fails any step is refused — reported with its path and the
-//! reason — and the host keeps starting with the others.
+//! declaration checked (`portcullis::abi::validate_declaration`), and each plugin it exports
+//! created with its configuration and its host services. A library that fails a check is
+//! refused — reported with its path and the reason — and the host keeps starting with the
+//! others; a plugin that refuses its configuration is listed with the error, which stops the
+//! node when the plugin is used or was given a configuration table (see `node.rs`).
 //!
 //! Native plugins are trusted code: opening a library runs its initialisers before any check,
 //! and nothing sandboxes it afterwards. Libraries are never unloaded (see `open_forever` for why).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use portcullis::abi::{
-    validate_declaration, AbiError, AbiWarning, PluginDeclaration, PluginKind, DECLARATION_SYMBOL,
+    export_services, validate_declaration, AbiError, AbiWarning, CreateError, PluginDeclaration,
+    PluginKind, DECLARATION_SYMBOL,
 };
-use portcullis::sasl::SaslMechanism;
+use portcullis::registry::PluginInstance;
+
+use crate::plugin_config::{PluginConfigError, PluginTables};
+use crate::services::HostContext;
 
 /// What loading a plugin directory produced.
 #[derive(Debug, Default)]
 pub struct PluginLoadReport {
-    /// Plugins ready to use, in file name order.
+    /// Every plugin of every library that passed the checks, in file name and declaration order
+    /// (including plugins that refused their configuration).
     pub loaded: Vec<LoadedPlugin>,
-    /// Files that were refused, in file name order.
+    /// Files (or single plugins) that were refused, in file name order.
     pub refused: Vec<RefusedPlugin>,
 }
 
-/// A plugin that loaded.
+impl PluginLoadReport {
+    /// The loaded plugin named `name` of `kind`, if any.
+    pub fn find(&self, kind: PluginKind, name: &str) -> Option<&LoadedPlugin> {
+        self.loaded
+            .iter()
+            .find(|p| p.kind == kind && p.name == name)
+    }
+}
+
+/// One plugin of a loaded library.
 pub struct LoadedPlugin {
     /// The library file.
     pub path: PathBuf,
@@ -33,8 +47,10 @@ pub struct LoadedPlugin {
     pub name: String,
     /// What it provides.
     pub kind: PluginKind,
-    /// The mechanism, for the host's mechanism table.
-    pub mechanism: Arc<dyn SaslMechanism>,
+    /// The plugin API version the library was built against.
+    pub api_version: String,
+    /// The instance, or why the plugin refused to start (its configuration, usually).
+    pub instance: Result<PluginInstance, PluginConfigError>,
     /// Things worth logging that did not refuse it (e.g. built by another rustc).
     pub warnings: Vec<AbiWarning>,
 }
@@ -45,13 +61,13 @@ impl fmt::Debug for LoadedPlugin {
             .field("path", &self.path)
             .field("name", &self.name)
             .field("kind", &self.kind)
-            .field("mechanism", &self.mechanism.name())
+            .field("instance", &self.instance)
             .field("warnings", &self.warnings)
             .finish()
     }
 }
 
-/// A file that was not loaded, and why.
+/// A file (or one plugin of it) that was not loaded, and why.
 #[derive(Debug)]
 pub struct RefusedPlugin {
     /// The library file (or the directory, when it could not be read).
@@ -80,31 +96,30 @@ pub enum RefusalReason {
     /// The library does not export the declaration symbol.
     #[error("not a Portcullis plugin (no {DECLARATION_SYMBOL} symbol)")]
     NotAPlugin,
-    /// The declaration failed validation, or the plugin refused to create its instance.
-    #[error("{0}")]
+    /// The declaration failed validation.
+    #[error(transparent)]
     Abi(#[from] AbiError),
-    /// Another file already provides a plugin with this name.
-    #[error("a plugin named {name:?} is already loaded from {}", first.display())]
+    /// Another file already provides a plugin with this name (names are configuration tables,
+    /// so they are unique across kinds).
+    #[error("a plugin named {name:?} ({kind}) is already loaded from {}", first.display())]
     DuplicatePlugin {
+        /// The kind.
+        kind: PluginKind,
         /// The plugin name.
         name: String,
         /// The file that provided it first.
         first: PathBuf,
     },
-    /// Another plugin already provides this mechanism.
-    #[error("mechanism {mechanism} is already provided by {}", first.display())]
-    DuplicateMechanism {
-        /// The mechanism name.
-        mechanism: String,
-        /// The file that provided it first.
-        first: PathBuf,
-    },
 }
 
-/// Loads every shared library (`*.so`, `*.dylib` on macOS) in `dir`. `configs` maps a plugin
-/// name to the TOML text of its configuration table (see [`config_to_text`]); a plugin without
-/// an entry gets empty text. A missing directory gives an empty report.
-pub fn load_plugin_dir(dir: &Path, configs: &BTreeMap<String, String>) -> PluginLoadReport {
+/// Loads every shared library (`*.so`, `*.dylib` on macOS) in `dir` and creates each plugin it
+/// exports with its configuration (`tables`) and host services (`context`). A missing directory
+/// gives an empty report.
+pub fn load_plugin_dir(
+    dir: &Path,
+    tables: &PluginTables,
+    context: &HostContext,
+) -> PluginLoadReport {
     let mut report = PluginLoadReport::default();
     let files = match library_files(dir) {
         Ok(files) => files,
@@ -118,32 +133,13 @@ pub fn load_plugin_dir(dir: &Path, configs: &BTreeMap<String, String>) -> Plugin
         }
     };
     for path in files {
-        match load_plugin(&path, configs, &report.loaded) {
-            Ok(plugin) => {
-                tracing::info!(
-                    path = %plugin.path.display(),
-                    plugin = %plugin.name,
-                    mechanism = %plugin.mechanism.name(),
-                    "loaded native plugin"
-                );
-                for warning in &plugin.warnings {
-                    tracing::warn!(path = %plugin.path.display(), "native plugin: {warning}");
-                }
-                report.loaded.push(plugin);
-            }
-            Err(reason) => {
-                let refused = RefusedPlugin { path, reason };
-                tracing::warn!("{refused}");
-                report.refused.push(refused);
-            }
+        if let Err(reason) = load_library(&path, tables, context, &mut report) {
+            let refused = RefusedPlugin { path, reason };
+            tracing::warn!("{refused}");
+            report.refused.push(refused);
         }
     }
     report
-}
-
-/// The TOML text handed to a plugin for its `[plugins.config.<name>]` table.
-pub fn config_to_text(table: &toml::Table) -> Result<String, toml::ser::Error> {
-    toml::to_string(table)
 }
 
 /// The shared libraries in `dir`, sorted so that load order (and duplicate resolution) does not
@@ -163,11 +159,12 @@ fn library_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn load_plugin(
+fn load_library(
     path: &Path,
-    configs: &BTreeMap<String, String>,
-    loaded: &[LoadedPlugin],
-) -> Result<LoadedPlugin, RefusalReason> {
+    tables: &PluginTables,
+    context: &HostContext,
+    report: &mut PluginLoadReport,
+) -> Result<(), RefusalReason> {
     let library = open_forever(path)?;
     // SAFETY: the declaration is a data symbol, so its "value" as libloading sees it is its
     // address; we read it as a pointer and dereference nothing here.
@@ -179,40 +176,53 @@ fn load_plugin(
     // SAFETY: the symbol is in a library that is never unloaded (`open_forever`). A library that
     // exports this name is trusted to export a real declaration: `validate_declaration` reads
     // only the 16-byte prefix until magic, ABI version and size match ours.
-    let plugin = unsafe { validate_declaration(declaration) }?;
-    if let Some(first) = loaded.iter().find(|p| p.name == plugin.name()) {
-        return Err(RefusalReason::DuplicatePlugin {
-            name: plugin.name().to_owned(),
-            first: first.path.clone(),
-        });
+    let validated = unsafe { validate_declaration(declaration) }?;
+    for warning in validated.warnings() {
+        tracing::warn!(path = %path.display(), "native plugin: {warning}");
     }
-    let config = configs.get(plugin.name()).map_or("", String::as_str);
-    let mechanism = match plugin.kind() {
-        PluginKind::SaslMechanism => plugin.create_sasl_mechanism(config)?,
-        // `PluginKind` is non-exhaustive; validation refuses kinds this framework does not know,
-        // so this is only reached if the framework learns a kind before the host does.
-        _ => {
-            return Err(RefusalReason::Abi(AbiError::UnknownKind {
-                kind: plugin.kind().code(),
-            }))
+    for export in validated.exports() {
+        let (kind, name) = (export.kind(), export.name());
+        // Names are unique across kinds too: a name is a configuration table.
+        if let Some(first) = report.loaded.iter().find(|p| p.name == name) {
+            let refused = RefusedPlugin {
+                path: path.to_owned(),
+                reason: RefusalReason::DuplicatePlugin {
+                    kind,
+                    name: name.to_owned(),
+                    first: first.path.clone(),
+                },
+            };
+            tracing::warn!("{refused}");
+            report.refused.push(refused);
+            continue;
         }
-    };
-    if let Some(first) = loaded
-        .iter()
-        .find(|p| p.mechanism.name() == mechanism.name())
-    {
-        return Err(RefusalReason::DuplicateMechanism {
-            mechanism: mechanism.name().to_owned(),
-            first: first.path.clone(),
+        let text = tables.text(name);
+        let services = export_services(context.services_for(name));
+        let instance = export.create(text, services).map_err(|error| match error {
+            CreateError::Refused(refused) => tables.locate(name, &refused),
+            other => PluginConfigError::other(name, other.to_string()),
+        });
+        match &instance {
+            Ok(_) => tracing::info!(
+                path = %path.display(),
+                plugin = %name,
+                kind = %kind,
+                "loaded native plugin"
+            ),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "native plugin refused to start: {error}")
+            }
+        }
+        report.loaded.push(LoadedPlugin {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            kind,
+            api_version: validated.api_version().to_owned(),
+            instance,
+            warnings: validated.warnings().to_vec(),
         });
     }
-    Ok(LoadedPlugin {
-        path: path.to_owned(),
-        name: plugin.name().to_owned(),
-        kind: plugin.kind(),
-        mechanism: Arc::new(mechanism),
-        warnings: plugin.warnings().to_vec(),
-    })
+    Ok(())
 }
 
 /// Opens a library and leaks the handle, so it is never unloaded: `dlclose` is unsound in general

@@ -1,20 +1,28 @@
 //! The host's implementations of the framework's service traits: the SCRAM credential admin
-//! over the metadata store, the audit log file, and the metrics snapshot.
+//! over the metadata store, the audit log file, the metrics snapshot, and the services every
+//! plugin gets ([`HostContext`]: logging, credential and token views, time, metrics), with the
+//! threads that run event subscribers and the login module's credential refresh.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use portcullis::audit::AuditSink;
-use portcullis::credentials::InMemoryCredentials;
 use portcullis::credentials::ScramMechanism;
+use portcullis::credentials::{
+    CredentialView, InMemoryCredentials, NoCredentials, NoTokens, TokenView,
+};
+use portcullis::events::{EventBus, EventSubscriber};
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
 use portcullis::metrics::SecurityMetrics;
 use portcullis::store::MetadataRecord;
+use portcullis::{Host, HostServices, Level, MetricKind};
 use portcullis_plugin_scram::credential_from_salted_password;
 
 /// KIP-554 changes turned into metadata records. The handler persists them through the store
@@ -118,14 +126,18 @@ impl AuditSink for FileAuditSink {
     }
 }
 
-/// Writes the counters as JSON to `path` (atomically, through a temporary file and a rename).
+/// Writes the counters as JSON to `path` (atomically, through a temporary file and a rename),
+/// with what the plugins published and how their event subscribers keep up.
 pub fn write_metrics_snapshot(
     metrics: &SecurityMetrics,
     sessions: usize,
+    plugins: &PluginStats,
     path: &Path,
 ) -> std::io::Result<()> {
     let s = metrics.snapshot();
     let json = serde_json::json!({
+        "plugins": plugins.metrics_json(),
+        "event_subscribers": plugins.subscribers_json(),
         "successful_authentication": s.successful_authentication,
         "failed_authentication": s.failed_authentication,
         "successful_reauthentication": s.successful_reauthentication,
@@ -146,6 +158,7 @@ pub fn write_metrics_snapshot(
 pub fn spawn_metrics_reporting(
     metrics: Arc<SecurityMetrics>,
     sessions: portcullis::reauth::ReauthScheduler,
+    plugins: Arc<PluginStats>,
     config: &crate::config::MetricsConfig,
 ) {
     if let Some(path) = config.snapshot_file.clone() {
@@ -155,7 +168,7 @@ pub fn spawn_metrics_reporting(
             let mut ticker = tokio::time::interval(interval);
             loop {
                 ticker.tick().await;
-                if let Err(e) = write_metrics_snapshot(&metrics, sessions.len(), &path) {
+                if let Err(e) = write_metrics_snapshot(&metrics, sessions.len(), &plugins, &path) {
                     tracing::warn!(error = %e, path = %path.display(), "cannot write the metrics snapshot");
                 }
             }
@@ -184,8 +197,11 @@ pub fn spawn_metrics_reporting(
     }
 }
 
-/// Refreshes the upstream login module's credential on Kafka's schedule (KIP-368 client side).
-/// Static credentials (PLAIN, SCRAM passwords) never expire, so nothing is scheduled for them.
+/// Refreshes the upstream login module's credential on Kafka's schedule (KIP-368 client side:
+/// window factor 0.8, jitter 0.05, minimum period 60 s, buffer 300 s, 10 s retry). Credentials
+/// that never expire (the built-in password login) schedule nothing. A refresh runs on the
+/// blocking pool (a module may read a file or call a token endpoint); upstream connections use
+/// the new credential from their next authentication or re-authentication on.
 pub fn spawn_credential_refresh(
     login: Arc<dyn portcullis::login::LoginModule>,
     events: portcullis::events::EventBus,
@@ -194,13 +210,30 @@ pub fn spawn_credential_refresh(
     let mut scheduler = RefreshScheduler::new(RefreshConfig::default(), events);
     scheduler.add(login, now_ms(), rand::random());
     if scheduler.poll_timeout().is_none() {
+        tracing::debug!("the upstream credential never expires; nothing to refresh");
         return;
     }
     tokio::spawn(async move {
         while let Some(due) = scheduler.poll_timeout() {
             let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(wait)).await;
-            scheduler.on_timeout(now_ms(), rand::random);
+            let ran = tokio::task::spawn_blocking(move || {
+                let refreshed = scheduler.on_timeout(now_ms(), rand::random);
+                (scheduler, refreshed)
+            })
+            .await;
+            match ran {
+                Ok((returned, refreshed)) => {
+                    scheduler = returned;
+                    if refreshed > 0 {
+                        tracing::info!(next_ms = ?scheduler.poll_timeout(), "upstream credential refreshed");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the credential refresh failed; no further refreshes");
+                    return;
+                }
+            }
         }
     });
 }
@@ -238,4 +271,379 @@ pub fn spawn_token_sweep(
             batches = manager.on_timeout(now_ms());
         }
     });
+}
+
+/// What every plugin's services share: the node's credential and token views, and where plugin
+/// metrics and subscriber counts are kept.
+#[derive(Clone)]
+pub struct HostContext {
+    credentials: Arc<dyn CredentialView>,
+    tokens: Arc<dyn TokenView>,
+    stats: Arc<PluginStats>,
+}
+
+impl std::fmt::Debug for HostContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostContext").finish_non_exhaustive()
+    }
+}
+
+impl HostContext {
+    /// A context over the node's views.
+    pub fn new(credentials: Arc<dyn CredentialView>, tokens: Arc<dyn TokenView>) -> Self {
+        Self {
+            credentials,
+            tokens,
+            stats: Arc::new(PluginStats::default()),
+        }
+    }
+
+    /// A context without a store (`check-config`, `plugins`): no credential, no token.
+    pub fn offline() -> Self {
+        Self::new(Arc::new(NoCredentials), Arc::new(NoTokens))
+    }
+
+    /// The services of plugin `name`: its log lines carry its name.
+    pub fn services_for(&self, name: &str) -> Arc<dyn HostServices> {
+        Arc::new(PluginServices {
+            plugin: name.to_owned(),
+            context: self.clone(),
+        })
+    }
+
+    /// [`HostContext::services_for`] as a built-in plugin receives it.
+    pub fn host_for(&self, name: &str) -> Host {
+        Host::new(self.services_for(name))
+    }
+
+    /// Where plugin metrics and subscriber counts are kept.
+    pub fn stats(&self) -> &Arc<PluginStats> {
+        &self.stats
+    }
+}
+
+/// One plugin's services.
+struct PluginServices {
+    plugin: String,
+    context: HostContext,
+}
+
+/// The `tracing` target of every plugin's log lines (filter with `RUST_LOG=portcullis::plugin=debug`).
+const PLUGIN_TARGET: &str = "portcullis::plugin";
+
+impl HostServices for PluginServices {
+    fn log(&self, level: Level, message: &str) {
+        let plugin = self.plugin.as_str();
+        match level {
+            Level::Error => tracing::error!(target: PLUGIN_TARGET, plugin, "{message}"),
+            Level::Warn => tracing::warn!(target: PLUGIN_TARGET, plugin, "{message}"),
+            Level::Info => tracing::info!(target: PLUGIN_TARGET, plugin, "{message}"),
+            Level::Debug => tracing::debug!(target: PLUGIN_TARGET, plugin, "{message}"),
+            _ => tracing::trace!(target: PLUGIN_TARGET, plugin, "{message}"),
+        }
+    }
+
+    fn log_enabled(&self, level: Level) -> bool {
+        match level {
+            Level::Error => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::ERROR),
+            Level::Warn => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::WARN),
+            Level::Info => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::INFO),
+            Level::Debug => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::DEBUG),
+            _ => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::TRACE),
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+
+    fn credentials(&self) -> Arc<dyn CredentialView> {
+        Arc::clone(&self.context.credentials)
+    }
+
+    fn tokens(&self) -> Arc<dyn TokenView> {
+        Arc::clone(&self.context.tokens)
+    }
+
+    fn publish_metric(&self, kind: MetricKind, name: &str, value: f64) {
+        self.context.stats.record(&self.plugin, kind, name, value);
+    }
+}
+
+/// A published metric: a counter's sum, a gauge's last value, a histogram's count and sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct MetricValue {
+    count: u64,
+    value: f64,
+}
+
+/// What plugins published, and how each event subscriber keeps up. The metrics snapshot file
+/// holds them (`plugins`, `event_subscribers`); the OpenTelemetry export will read the same.
+#[derive(Debug, Default)]
+pub struct PluginStats {
+    metrics: Mutex<BTreeMap<(String, String), (MetricKind, MetricValue)>>,
+    subscribers: Mutex<Vec<SubscriberStats>>,
+}
+
+/// One subscriber's counts.
+#[derive(Clone, Debug)]
+pub struct SubscriberStats {
+    /// The plugin.
+    pub plugin: String,
+    /// Events handed to it.
+    pub delivered: Arc<AtomicU64>,
+    /// Events dropped because its queue was full.
+    pub dropped: Arc<AtomicU64>,
+    /// Events it failed on (a panic).
+    pub failed: Arc<AtomicU64>,
+}
+
+impl PluginStats {
+    fn record(&self, plugin: &str, kind: MetricKind, name: &str, value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        let mut metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = metrics
+            .entry((plugin.to_owned(), name.to_owned()))
+            .or_insert((kind, MetricValue::default()));
+        entry.0 = kind;
+        entry.1.count += 1;
+        match kind {
+            MetricKind::Gauge => entry.1.value = value,
+            _ => entry.1.value += value,
+        }
+    }
+
+    /// A published metric's current value (a counter's or histogram's sum, a gauge's last).
+    pub fn metric(&self, plugin: &str, name: &str) -> Option<f64> {
+        let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        metrics
+            .get(&(plugin.to_owned(), name.to_owned()))
+            .map(|(_, v)| v.value)
+    }
+
+    fn metrics_json(&self) -> serde_json::Value {
+        let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = serde_json::Map::new();
+        for ((plugin, name), (kind, value)) in metrics.iter() {
+            let entry = out
+                .entry(plugin.clone())
+                .or_insert_with(|| serde_json::json!({}));
+            let json = match kind {
+                MetricKind::Histogram => {
+                    serde_json::json!({"count": value.count, "sum": value.value})
+                }
+                _ => serde_json::json!(value.value),
+            };
+            if let Some(map) = entry.as_object_mut() {
+                map.insert(name.clone(), json);
+            }
+        }
+        serde_json::Value::Object(out)
+    }
+
+    fn subscribers_json(&self) -> serde_json::Value {
+        let subscribers = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut out = serde_json::Map::new();
+        for s in subscribers.iter() {
+            out.insert(
+                s.plugin.clone(),
+                serde_json::json!({
+                    "delivered": s.delivered.load(Ordering::Relaxed),
+                    "dropped": s.dropped.load(Ordering::Relaxed),
+                    "failed": s.failed.load(Ordering::Relaxed),
+                }),
+            );
+        }
+        serde_json::Value::Object(out)
+    }
+
+    /// Every subscriber's counts.
+    pub fn subscribers(&self) -> Vec<SubscriberStats> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Delivers the bus's events to `subscriber` on a thread of its own, off the request path,
+/// through a queue of `capacity` events: when the subscriber falls behind, the bus drops what does
+/// not fit (counted in its stats, and logged once the subscriber catches up) and never waits.
+///
+/// # Errors
+/// The thread cannot be started.
+pub fn spawn_subscriber(
+    plugin: &str,
+    subscriber: Arc<dyn EventSubscriber>,
+    events: &EventBus,
+    capacity: usize,
+    stats: &PluginStats,
+) -> std::io::Result<SubscriberStats> {
+    let subscription = events.subscribe(capacity);
+    let counts = SubscriberStats {
+        plugin: plugin.to_owned(),
+        delivered: Arc::new(AtomicU64::new(0)),
+        dropped: subscription.dropped_counter(),
+        failed: Arc::new(AtomicU64::new(0)),
+    };
+    let thread_counts = counts.clone();
+    std::thread::Builder::new()
+        .name(format!("portcullis-events-{plugin}"))
+        .spawn(move || {
+            let counts = thread_counts;
+            let mut reported_drops = 0;
+            while let Some(event) = subscription.recv() {
+                // A built-in subscriber's panic must not end delivery; a dynamic one's is
+                // contained by the ABI already.
+                if catch_unwind(AssertUnwindSafe(|| subscriber.on_event(&event))).is_err() {
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                counts.delivered.fetch_add(1, Ordering::Relaxed);
+                let dropped = counts.dropped.load(Ordering::Relaxed);
+                if dropped != reported_drops {
+                    tracing::warn!(
+                        plugin = %counts.plugin,
+                        dropped,
+                        "event subscriber fell behind; events were dropped for it"
+                    );
+                    reported_drops = dropped;
+                }
+            }
+        })?;
+    stats
+        .subscribers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(counts.clone());
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use portcullis::events::Event;
+
+    use super::*;
+
+    fn event(i: u8) -> Event {
+        Event::AuthenticationFailed {
+            mechanism: None,
+            client_address: IpAddr::from([10, 0, 0, i]),
+            reason: "x".into(),
+        }
+    }
+
+    /// Blocks in its first `on_event` until released, then records what it gets.
+    struct Slow {
+        entered: Mutex<mpsc::Sender<()>>,
+        release: Mutex<mpsc::Receiver<()>>,
+        seen: Mutex<Vec<Event>>,
+    }
+
+    impl EventSubscriber for Slow {
+        fn on_event(&self, event: &Event) {
+            let first = self.seen.lock().unwrap().is_empty();
+            if first {
+                let _ = self.entered.lock().unwrap().send(());
+                let _ = self.release.lock().unwrap().recv();
+            }
+            self.seen.lock().unwrap().push(event.clone());
+        }
+    }
+
+    #[test]
+    fn a_slow_subscriber_loses_events_and_counts_them_but_never_blocks_publishing() {
+        let bus = EventBus::new();
+        let stats = PluginStats::default();
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let slow = Arc::new(Slow {
+            entered: Mutex::new(entered_tx),
+            release: Mutex::new(release_rx),
+            seen: Mutex::new(Vec::new()),
+        });
+        let counts = spawn_subscriber("slow", slow.clone(), &bus, 4, &stats).unwrap();
+        bus.publish(event(0));
+        entered
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the subscriber got the first event");
+        // The subscriber is stuck: if publishing waited for it, this loop would never end.
+        for i in 1..=200 {
+            bus.publish(event(i));
+        }
+        assert_eq!(
+            counts.dropped.load(Ordering::Relaxed),
+            196,
+            "4 fit in its queue"
+        );
+        release.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while counts.delivered.load(Ordering::Relaxed) < 5 {
+            assert!(
+                Instant::now() < deadline,
+                "the queued events were not delivered"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let seen = slow.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            (0..=4).map(event).collect::<Vec<_>>(),
+            "in order, the first ones"
+        );
+        let json = stats.subscribers_json();
+        assert_eq!(json["slow"]["dropped"], 196);
+        assert_eq!(json["slow"]["delivered"], 5);
+    }
+
+    /// A subscriber that panics on every event keeps being delivered to (a built-in one: the
+    /// thread catches it; a dynamic one's panic is caught by the ABI already).
+    #[test]
+    fn a_panicking_subscriber_keeps_its_thread() {
+        struct Panics;
+        impl EventSubscriber for Panics {
+            fn on_event(&self, _: &Event) {
+                std::panic::panic_any("test: a subscriber panics");
+            }
+        }
+        let bus = EventBus::new();
+        let stats = PluginStats::default();
+        let counts = spawn_subscriber("panics", Arc::new(Panics), &bus, 16, &stats).unwrap();
+        for i in 0..3 {
+            bus.publish(event(i));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while counts.delivered.load(Ordering::Relaxed) < 3 {
+            assert!(Instant::now() < deadline, "delivery stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(counts.failed.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn plugin_metrics_are_kept_per_plugin() {
+        let context = HostContext::offline();
+        let host = context.host_for("p");
+        host.counter("requests", 2);
+        host.counter("requests", 3);
+        host.gauge("level", 7.0);
+        host.gauge("level", 4.0);
+        host.histogram("latency", 1.5);
+        host.histogram("latency", 2.5);
+        let stats = context.stats();
+        assert_eq!(stats.metric("p", "requests"), Some(5.0));
+        assert_eq!(stats.metric("p", "level"), Some(4.0));
+        let json = stats.metrics_json();
+        assert_eq!(json["p"]["latency"]["count"], 2);
+        assert_eq!(json["p"]["latency"]["sum"], 4.0);
+        assert_eq!(stats.metric("other", "requests"), None);
+    }
 }

@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use portcullis::local::{PersistError, PersistOutcome};
 use portcullis::store::{AppendBatch, MetadataStore};
-use portcullis_plugin_stores::FileMetadataStore;
 use tokio::sync::{mpsc, oneshot};
 
 /// Appends waiting to be written; senders wait (asynchronously) when it is full.
@@ -48,7 +47,7 @@ impl StoreWriter {
     ///
     /// # Errors
     /// The thread cannot be started.
-    pub fn start(store: Arc<FileMetadataStore>) -> std::io::Result<Self> {
+    pub fn start(store: Arc<dyn MetadataStore>) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>(QUEUE);
         let compacting = Arc::new(AtomicBool::new(false));
         std::thread::Builder::new()
@@ -90,7 +89,7 @@ impl StoreWriter {
 }
 
 fn write_loop(
-    store: &Arc<FileMetadataStore>,
+    store: &Arc<dyn MetadataStore>,
     mut queue: mpsc::Receiver<Job>,
     compacting: &Arc<AtomicBool>,
 ) {
@@ -113,16 +112,17 @@ fn write_loop(
     }
 }
 
-/// Starts a compaction on its own thread when one is due and none runs.
-fn maybe_compact(store: &Arc<FileMetadataStore>, compacting: &Arc<AtomicBool>) {
-    if !store.needs_compaction() || compacting.swap(true, Ordering::AcqRel) {
+/// Starts the store's housekeeping (the file store's compaction) on its own thread when it is due
+/// and none runs.
+fn maybe_compact(store: &Arc<dyn MetadataStore>, compacting: &Arc<AtomicBool>) {
+    if !store.maintenance_due() || compacting.swap(true, Ordering::AcqRel) {
         return;
     }
     let (store, flag) = (Arc::clone(store), Arc::clone(compacting));
     let spawned = std::thread::Builder::new()
         .name("portcullis-store-compaction".into())
         .spawn(move || {
-            if let Err(e) = store.compact() {
+            if let Err(e) = store.maintain() {
                 tracing::error!(error = %e, "metadata log compaction failed");
             }
             flag.store(false, Ordering::Release);
@@ -138,6 +138,7 @@ mod tests {
     use super::*;
     use portcullis::credentials::ScramMechanism;
     use portcullis::store::MetadataRecord;
+    use portcullis_plugin_stores::FileMetadataStore;
 
     fn removal(i: usize) -> AppendBatch {
         AppendBatch::new(vec![MetadataRecord::RemoveScramCredential {
@@ -152,7 +153,7 @@ mod tests {
     async fn concurrent_appends_are_group_committed() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
-        let writer = StoreWriter::start(Arc::clone(&store)).unwrap();
+        let writer = StoreWriter::start(Arc::clone(&store) as Arc<dyn MetadataStore>).unwrap();
         let before = store.stats();
         let tasks: Vec<_> = (0..64)
             .map(|c| {

@@ -220,10 +220,25 @@ fn plugins_lists_the_built_ins() {
     let o = run(&["plugins", "--config", path(&s.config)], &[], "");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    for name in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "passthrough"] {
+    // Every kind's built-ins, with their kind: nothing is hard-wired in the host.
+    for (name, kind) in [
+        ("PLAIN", "SASL mechanism"),
+        ("SCRAM-SHA-256", "SASL mechanism"),
+        ("SCRAM-SHA-512", "SASL mechanism"),
+        ("acl", "authorizer"),
+        ("default", "principal builder"),
+        ("password", "login module"),
+        ("passthrough", "forwarding policy"),
+    ] {
         assert!(
-            out.lines().any(|l| l.trim() == name),
-            "{name} missing in {out}"
+            out.lines().any(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                fields.first() == Some(&name)
+                    && l.contains(kind)
+                    && l.contains("built in")
+                    && l.contains("config: none")
+            }),
+            "{name} ({kind}) missing in {out}"
         );
     }
     assert!(out.contains("plugin directory: not configured"), "{out}");

@@ -29,7 +29,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::credentials::ScramMechanism;
 use portcullis::login::SaslClientExchange;
 use portcullis::secret::Secret;
-use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::store::MetadataRecord;
 use portcullis_host::config::Config;
 use portcullis_host::node::Node;
 use portcullis_host::server::{Server, ServerParts};

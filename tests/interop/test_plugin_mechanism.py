@@ -96,7 +96,7 @@ def test_plugins_command_lists_the_loaded_and_the_refused(node):
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr
     assert "PORTCULLIS-DEMO" in text
-    assert "libportcullis_example_bad_abi_plugin.so" in text and "ABI version 2, this host speaks 1" in text
+    assert "libportcullis_example_bad_abi_plugin.so" in text and "ABI version 1, this host speaks 2" in text
     assert "libnot-a-plugin.so" in text
     assert node.alive()
 

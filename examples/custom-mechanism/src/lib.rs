@@ -10,30 +10,33 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use portcullis::abi::{MechanismPlugin, PluginConfig};
-use portcullis::sasl::{
+use portcullis_plugin_api::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
 };
-use portcullis::secret::{constant_time_eq, Secret};
+use portcullis_plugin_api::secret::{constant_time_eq, Secret};
+use portcullis_plugin_api::{Host, Plugin, PluginError};
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    tokens: BTreeMap<String, Secret>,
+}
 
 pub struct DemoMechanism {
     tokens: Arc<BTreeMap<String, Secret>>,
 }
 
-impl MechanismPlugin for DemoMechanism {
-    const PLUGIN_NAME: &'static str = "PORTCULLIS-DEMO";
+impl Plugin for DemoMechanism {
+    const NAME: &'static str = "PORTCULLIS-DEMO";
+    type Config = Config;
 
-    fn from_config(config: &str) -> Result<Self, String> {
-        let config = PluginConfig::parse(config).map_err(|e| e.to_string())?;
-        let tokens: BTreeMap<_, _> = config
-            .table("tokens")
-            .map(|(user, token)| (user.to_owned(), Secret::new(token)))
-            .collect();
-        if tokens.is_empty() {
-            return Err("no users configured: set `tokens = { <user> = \"<token>\" }`".to_owned());
+    fn new(config: Config, host: &Host) -> Result<Self, PluginError> {
+        if config.tokens.is_empty() {
+            return Err(PluginError::invalid_value("tokens", "no users configured"));
         }
+        host.info(format_args!("{} users configured", config.tokens.len()));
         Ok(Self {
-            tokens: Arc::new(tokens),
+            tokens: Arc::new(config.tokens),
         })
     }
 }
@@ -70,4 +73,4 @@ impl SaslExchange for DemoExchange {
     }
 }
 
-portcullis::export_sasl_mechanism!(DemoMechanism);
+portcullis_plugin_api::export_plugins!(sasl_mechanism: DemoMechanism);

@@ -1,18 +1,19 @@
 //! The host side's first step: checking a declaration read from a loaded library before anything
-//! in it is called. The order is fixed — magic, ABI version, declaration size, kind, framework
-//! version — because each check is what makes reading the next field meaningful.
+//! in it is called. The order is fixed — magic, ABI version, declaration size, plugin API version,
+//! then each export's kind, name and function table — because each check is what makes reading
+//! the next field meaningful.
 
 use std::ffi::c_void;
 use std::ptr::addr_of;
 
-use super::host::{DynamicMechanism, SaslFunctions};
-use super::layout::{
-    AbiBuf, AbiBytes, PluginDeclaration, PluginKind, SaslMechanismTable, CREATE_ERROR, CREATE_OK,
-    CREATE_PANICKED, DECLARATION_SIZE, FLAG_PANIC_UNWIND, SASL_TABLE_SIZE,
+use super::tables::KindTable;
+use super::{
+    PluginDeclaration, PluginExport, PluginKind, ABI_VERSION, DECLARATION_SIZE, FLAG_PANIC_UNWIND,
+    PLUGIN_MAGIC, RUSTC_VERSION,
 };
-use super::{ABI_VERSION, PLUGIN_MAGIC, RUSTC_VERSION};
 
-/// Why a plugin was refused. The messages are for operators and name what the host expected.
+/// Why a plugin library was refused. The messages are for operators and name what the host
+/// expected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AbiError {
@@ -41,70 +42,69 @@ pub enum AbiError {
         /// This host's declaration size.
         host: u32,
     },
-    /// The plugin kind is not one this host knows.
-    #[error("unknown plugin kind {kind} (this host knows 1 = SASL mechanism)")]
-    UnknownKind {
-        /// The kind code.
-        kind: u32,
-    },
-    /// A string field is not NUL-terminated UTF-8 (or the name is empty).
+    /// A string field is not NUL-terminated UTF-8 (or a name is empty).
     #[error("the declaration's {field} is not a valid NUL-terminated UTF-8 string")]
     MalformedField {
         /// The field name.
         field: &'static str,
     },
-    /// The framework version is not `major.minor.patch`.
-    #[error("the plugin's framework version {found:?} is not a semantic version")]
-    BadFrameworkVersion {
+    /// The plugin API version is not `major.minor.patch`.
+    #[error("the plugin's API version {found:?} is not a semantic version")]
+    BadApiVersion {
         /// The version text.
         found: String,
     },
-    /// The framework versions are not semver-compatible.
-    #[error("built against portcullis {plugin}, this host runs portcullis {host} (needs the same major version, and for 0.x the same minor)")]
-    IncompatibleFramework {
-        /// The plugin's framework version.
+    /// The plugin API versions are not semver-compatible.
+    #[error("built against portcullis-plugin-api {plugin}, this host runs portcullis-plugin-api {host} (needs the same major version, and for 0.x the same minor)")]
+    IncompatibleApi {
+        /// The plugin's API version.
         plugin: String,
-        /// [`crate::FRAMEWORK_VERSION`].
+        /// [`portcullis_plugin_api::API_VERSION`].
         host: String,
     },
-    /// The declaration's table pointer is null.
-    #[error("the declaration has no function table")]
-    MissingTable,
-    /// The function table is shorter than the one this host knows.
-    #[error("function table size {plugin} bytes, this host needs at least {host}")]
+    /// The declaration lists no exports, or its export array is null.
+    #[error("the declaration exports no plugin")]
+    NoExports,
+    /// An export's kind is not one this host knows.
+    #[error("export {index} ({name:?}): unknown plugin kind {kind} (this host knows 1 = SASL mechanism, 2 = authorizer, 3 = principal builder, 4 = login module, 5 = forwarding policy, 6 = event subscriber)")]
+    UnknownKind {
+        /// The export's position.
+        index: usize,
+        /// Its name, if readable.
+        name: String,
+        /// The kind code.
+        kind: u32,
+    },
+    /// Two exports of one library have the same name.
+    #[error("two exports are named {name:?}")]
+    DuplicateExport {
+        /// The name.
+        name: String,
+    },
+    /// An export's table pointer is null.
+    #[error("{plugin}: the export has no function table")]
+    MissingTable {
+        /// The plugin's name.
+        plugin: String,
+    },
+    /// A function table is shorter than the one this host knows.
+    #[error("{plugin}: function table size {found} bytes, this host needs at least {needed}")]
     TableTooSmall {
+        /// The plugin's name.
+        plugin: String,
         /// The plugin's `table_size`.
-        plugin: u32,
+        found: u32,
         /// This host's table size.
-        host: u32,
+        needed: u32,
     },
     /// A function table entry is null.
-    #[error("function table entry `{function}` is null")]
+    #[error("{plugin}: function table entry `{function}` is null")]
     MissingFunction {
+        /// The plugin's name.
+        plugin: String,
         /// The entry's name.
         function: &'static str,
     },
-    /// The plugin's `from_config` returned an error.
-    #[error("the plugin rejected its configuration: {message}")]
-    ConfigRejected {
-        /// The plugin's message.
-        message: String,
-    },
-    /// The plugin panicked while creating its instance.
-    #[error("the plugin panicked while creating its instance: {message}")]
-    CreatePanicked {
-        /// The panic message.
-        message: String,
-    },
-    /// `create` returned a status this host does not know, or no instance.
-    #[error("the plugin's create function returned status {status} without an instance")]
-    BadCreateStatus {
-        /// The status code.
-        status: u32,
-    },
-    /// The mechanism name is empty or not UTF-8.
-    #[error("the plugin's mechanism name is empty or not UTF-8")]
-    BadMechanismName,
 }
 
 /// Something about a plugin worth logging that does not refuse it.
@@ -122,32 +122,85 @@ pub enum AbiWarning {
     /// The plugin was built with `panic = "abort"`: a panic in it ends the whole process.
     #[error("built with panic = \"abort\": a panic in the plugin aborts the host")]
     PanicAbort,
+    /// The plugin expects a newer services table than this host has: the services it does not
+    /// find do nothing.
+    #[error("built against host services version {plugin}, this host offers version {host}: the newer services are no-ops")]
+    NewerServices {
+        /// The plugin's services version.
+        plugin: u32,
+        /// This host's.
+        host: u32,
+    },
 }
 
-/// A declaration that passed every check: its facts, and the function table to build with.
+/// A declaration that passed every check: its facts, and the function table of each export.
 #[derive(Debug)]
-pub struct ValidatedPlugin {
-    name: String,
-    kind: PluginKind,
-    framework_version: String,
+pub struct ValidatedLibrary {
+    api_version: String,
     rustc_version: String,
+    services_version: u32,
     warnings: Vec<AbiWarning>,
-    functions: SaslFunctions,
+    exports: Vec<ValidatedExport>,
 }
 
-/// Checks a plugin declaration: magic, ABI version, declaration size, kind, framework version,
-/// then the function table.
+/// One validated export: a plugin's name, kind and checked functions.
+#[derive(Debug, Clone)]
+pub struct ValidatedExport {
+    pub(crate) name: String,
+    pub(crate) table: KindTable,
+}
+
+impl ValidatedExport {
+    /// The plugin's name (its configuration key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// What the plugin provides.
+    pub fn kind(&self) -> PluginKind {
+        self.table.kind()
+    }
+}
+
+impl ValidatedLibrary {
+    /// The plugin API version the library was built against.
+    pub fn api_version(&self) -> &str {
+        &self.api_version
+    }
+    /// The compiler that built the library.
+    pub fn rustc_version(&self) -> &str {
+        &self.rustc_version
+    }
+    /// The services table version the library was built against.
+    pub fn services_version(&self) -> u32 {
+        self.services_version
+    }
+    /// Facts worth logging that did not refuse it.
+    pub fn warnings(&self) -> &[AbiWarning] {
+        &self.warnings
+    }
+    /// Its plugins, in declaration order.
+    pub fn exports(&self) -> &[ValidatedExport] {
+        &self.exports
+    }
+}
+
+/// The most exports a library may declare (a sanity bound on a count read from the plugin).
+const MAX_EXPORTS: u32 = 256;
+
+/// Checks a plugin library's declaration: magic, ABI version, declaration size, API version, then
+/// every export.
 ///
 /// # Safety
 ///
 /// - `declaration` is null or points to at least 16 readable bytes (magic, version, size), and to
 ///   `decl_size` readable bytes if those carry [`PLUGIN_MAGIC`] and [`ABI_VERSION`];
-/// - a declaration that passes those checks was produced by [`crate::export_sasl_mechanism!`] (or
-///   is laid out exactly like one): its table pointer and function pointers are what they claim;
+/// - a declaration that passes those checks was produced by the plugin API's export macro (or is
+///   laid out exactly like one): its exports array, table pointers and function pointers are what
+///   they claim;
 /// - the library it came from is never unloaded, since the returned value keeps its functions.
 pub unsafe fn validate_declaration(
     declaration: *const PluginDeclaration,
-) -> Result<ValidatedPlugin, AbiError> {
+) -> Result<ValidatedLibrary, AbiError> {
     if declaration.is_null() {
         return Err(AbiError::NullDeclaration);
     }
@@ -179,15 +232,8 @@ pub unsafe fn validate_declaration(
     // ours, which the caller guarantees is readable. `PluginDeclaration` holds only integers,
     // byte arrays and a raw pointer, so any bit pattern is a valid value.
     let declaration = unsafe { declaration.read_unaligned() };
-    let kind = PluginKind::from_code(declaration.kind).ok_or(AbiError::UnknownKind {
-        kind: declaration.kind,
-    })?;
-    let framework_version = field(declaration.framework_version.to_str(), "framework version")?;
-    check_framework_version(framework_version, crate::FRAMEWORK_VERSION)?;
-    let name = field(
-        declaration.name.to_str().filter(|name| !name.is_empty()),
-        "name",
-    )?;
+    let api_version = field(declaration.api_version.to_str(), "API version")?;
+    check_api_version(api_version, portcullis_plugin_api::API_VERSION)?;
     let rustc_version = field(declaration.rustc_version.to_str(), "rustc version")?;
 
     let mut warnings = Vec::new();
@@ -200,19 +246,52 @@ pub unsafe fn validate_declaration(
     if declaration.flags & FLAG_PANIC_UNWIND == 0 {
         warnings.push(AbiWarning::PanicAbort);
     }
+    if declaration.services_version > super::SERVICES_VERSION {
+        warnings.push(AbiWarning::NewerServices {
+            plugin: declaration.services_version,
+            host: super::SERVICES_VERSION,
+        });
+    }
 
-    let functions = match kind {
-        // SAFETY: the declaration passed the checks above, so (caller's guarantee) its table
-        // pointer is what a SASL mechanism plugin exports.
-        PluginKind::SaslMechanism => unsafe { sasl_functions(declaration.table) }?,
-    };
-    Ok(ValidatedPlugin {
-        name: name.to_owned(),
-        kind,
-        framework_version: framework_version.to_owned(),
+    if declaration.exports.is_null()
+        || declaration.export_count == 0
+        || declaration.export_count > MAX_EXPORTS
+    {
+        return Err(AbiError::NoExports);
+    }
+    let mut exports: Vec<ValidatedExport> = Vec::new();
+    for index in 0..declaration.export_count as usize {
+        // SAFETY: the declaration passed the checks above, so (caller's guarantee) `exports`
+        // points to `export_count` entries laid out as `PluginExport`, which holds only integers,
+        // a byte array and a raw pointer (any bit pattern is valid).
+        let export: PluginExport = unsafe { declaration.exports.add(index).read_unaligned() };
+        let name = field(
+            export.name.to_str().filter(|n| !n.is_empty()),
+            "plugin name",
+        )?;
+        let kind = PluginKind::from_code(export.kind).ok_or_else(|| AbiError::UnknownKind {
+            index,
+            name: name.to_owned(),
+            kind: export.kind,
+        })?;
+        if exports.iter().any(|e| e.name == name) {
+            return Err(AbiError::DuplicateExport {
+                name: name.to_owned(),
+            });
+        }
+        // SAFETY: as above, the export's table is what a plugin of `kind` exports.
+        let table = unsafe { KindTable::read(kind, name, export.table) }?;
+        exports.push(ValidatedExport {
+            name: name.to_owned(),
+            table,
+        });
+    }
+    Ok(ValidatedLibrary {
+        api_version: api_version.to_owned(),
         rustc_version: rustc_version.to_owned(),
+        services_version: declaration.services_version,
         warnings,
-        functions,
+        exports,
     })
 }
 
@@ -220,44 +299,53 @@ fn field<'a>(value: Option<&'a str>, name: &'static str) -> Result<&'a str, AbiE
     value.ok_or(AbiError::MalformedField { field: name })
 }
 
-/// Checks and copies out a SASL mechanism table.
+/// Reads a table's size prefix and the table itself, checking it is at least as long as `T`.
 ///
 /// # Safety
 ///
-/// `table` is null or points to a [`SaslMechanismTable`] prefix of at least 4 bytes, and to
-/// `table_size` bytes laid out as the export macro writes them.
-unsafe fn sasl_functions(table: *const c_void) -> Result<SaslFunctions, AbiError> {
-    let table = table.cast::<SaslMechanismTable>();
+/// `table` is null or points to a table prefix of at least 4 bytes, and to `table_size` bytes laid
+/// out as a `T` (integers and `Option`s of function pointers: every bit pattern is valid).
+pub(crate) unsafe fn read_table<T: Copy>(
+    plugin: &str,
+    table: *const c_void,
+    needed: u32,
+) -> Result<T, AbiError> {
     if table.is_null() {
-        return Err(AbiError::MissingTable);
-    }
-    // SAFETY: non-null, and the caller guarantees the size prefix is readable.
-    let table_size = unsafe { addr_of!((*table).table_size).read_unaligned() };
-    if table_size < SASL_TABLE_SIZE {
-        return Err(AbiError::TableTooSmall {
-            plugin: table_size,
-            host: SASL_TABLE_SIZE,
+        return Err(AbiError::MissingTable {
+            plugin: plugin.to_owned(),
         });
     }
-    // SAFETY: the table is at least as long as ours (caller's guarantee for `table_size` bytes);
-    // it holds an integer and `Option`s of function pointers, for which every bit pattern is
-    // valid (null is `None`).
-    let table = unsafe { table.read_unaligned() };
-    let missing = |function| AbiError::MissingFunction { function };
-    Ok(SaslFunctions {
-        create: table.create.ok_or(missing("create"))?,
-        mechanism_name: table.mechanism_name.ok_or(missing("mechanism_name"))?,
-        start: table.start.ok_or(missing("start"))?,
-        step: table.step.ok_or(missing("step"))?,
-        free_exchange: table.free_exchange.ok_or(missing("free_exchange"))?,
+    // SAFETY: non-null, and the caller guarantees the size prefix is readable.
+    let found = unsafe { table.cast::<u32>().read_unaligned() };
+    if found < needed {
+        return Err(AbiError::TableTooSmall {
+            plugin: plugin.to_owned(),
+            found,
+            needed,
+        });
+    }
+    // SAFETY: the table is at least as long as ours (caller's guarantee for `table_size` bytes),
+    // and every bit pattern of `T` is valid (caller).
+    Ok(unsafe { table.cast::<T>().read_unaligned() })
+}
+
+/// A required function, or [`AbiError::MissingFunction`].
+pub(crate) fn required<F>(
+    plugin: &str,
+    function: Option<F>,
+    name: &'static str,
+) -> Result<F, AbiError> {
+    function.ok_or_else(|| AbiError::MissingFunction {
+        plugin: plugin.to_owned(),
+        function: name,
     })
 }
 
-/// Whether a plugin built against framework `plugin` may be loaded by framework `host`: the same
-/// major version, for 0.x also the same minor, and for 0.0.x the same patch (Cargo's rules).
+/// Whether a plugin built against plugin API `plugin` may be loaded by a host with `host`: the
+/// same major version, for 0.x also the same minor, and for 0.0.x the same patch (Cargo's rules).
 /// Pre-release and build suffixes are ignored: only C data crosses, so only the ABI matters.
-pub(crate) fn check_framework_version(plugin: &str, host: &str) -> Result<(), AbiError> {
-    let bad = || AbiError::BadFrameworkVersion {
+pub(crate) fn check_api_version(plugin: &str, host: &str) -> Result<(), AbiError> {
+    let bad = || AbiError::BadApiVersion {
         found: plugin.to_owned(),
     };
     let plugin_parts = parse_version(plugin).ok_or_else(bad)?;
@@ -270,7 +358,7 @@ pub(crate) fn check_framework_version(plugin: &str, host: &str) -> Result<(), Ab
     if compatible {
         Ok(())
     } else {
-        Err(AbiError::IncompatibleFramework {
+        Err(AbiError::IncompatibleApi {
             plugin: plugin.to_owned(),
             host: host.to_owned(),
         })
@@ -282,69 +370,4 @@ fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
     let mut parts = core.split('.').map(|part| part.parse::<u64>().ok());
     let parsed = (parts.next()??, parts.next()??, parts.next()??);
     parts.next().is_none().then_some(parsed)
-}
-
-/// The size of the buffer `create` may write its error message into.
-const CREATE_ERROR_CAPACITY: usize = 1024;
-
-impl ValidatedPlugin {
-    /// The plugin's name (the key of its configuration table).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    /// What the plugin provides.
-    pub fn kind(&self) -> PluginKind {
-        self.kind
-    }
-    /// The framework version the plugin was built against.
-    pub fn framework_version(&self) -> &str {
-        &self.framework_version
-    }
-    /// The compiler that built the plugin.
-    pub fn rustc_version(&self) -> &str {
-        &self.rustc_version
-    }
-    /// Facts worth logging that did not refuse the plugin.
-    pub fn warnings(&self) -> &[AbiWarning] {
-        &self.warnings
-    }
-
-    /// Creates the plugin's mechanism from its configuration text (TOML, possibly empty). This is
-    /// the first call into plugin code.
-    pub fn create_sasl_mechanism(&self, config: &str) -> Result<DynamicMechanism, AbiError> {
-        let mut message = vec![0u8; CREATE_ERROR_CAPACITY];
-        let mut error = AbiBuf {
-            ptr: message.as_mut_ptr(),
-            capacity: message.len(),
-            len: 0,
-        };
-        let mut instance: *const c_void = std::ptr::null();
-        // SAFETY: `create` came from a validated table (see `validate_declaration`); the config
-        // bytes, the instance slot and the error buffer are ours and outlive the call, and the
-        // buffer's capacity is its real length.
-        let status = unsafe {
-            (self.functions.create)(
-                AbiBytes::from_slice(config.as_bytes()),
-                &mut instance,
-                &mut error,
-            )
-        };
-        let error_text = || {
-            let written = message.get(..error.len).unwrap_or_default();
-            String::from_utf8_lossy(written).into_owned()
-        };
-        match status {
-            CREATE_OK if !instance.is_null() => {
-                // SAFETY: a validated table's instance, which the plugin never frees.
-                unsafe { DynamicMechanism::new(self.name.clone(), self.functions, instance) }
-            }
-            CREATE_ERROR => Err(AbiError::ConfigRejected {
-                message: error_text(),
-            }),
-            CREATE_PANICKED => Err(AbiError::CreatePanicked {
-                message: error_text(),
-            }),
-            status => Err(AbiError::BadCreateStatus { status }),
-        }
-    }
 }

@@ -228,10 +228,7 @@ impl<'a> Checker<'a> {
                 }
             });
         for (i, (action, answer)) in actions.iter().zip(answers).enumerate() {
-            let authorization = answer.unwrap_or(Authorization {
-                decision: Decision::Denied,
-                rule: DecidingRule::DefaultDeny,
-            });
+            let authorization = answer.unwrap_or(Authorization::denied(DecidingRule::DefaultDeny));
             report(i, authorization.decision == Decision::Allowed);
             if self.record {
                 self.decisions.push(Checked::Action {

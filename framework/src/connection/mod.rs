@@ -28,7 +28,7 @@ use crate::events::EventBus;
 use crate::forwarding::ForwardingPolicy;
 use crate::local::LocalHandler;
 use crate::metrics::SecurityMetrics;
-use crate::principal::{Principal, PrincipalBuilder};
+use crate::principal::{Principal, PrincipalBuilder, TlsPeer};
 use crate::protocol::versions::ApiVersionTable;
 use crate::reauth::{ReauthScheduler, SessionTicket};
 use crate::sasl::{SaslExchange, SaslMechanism};
@@ -294,6 +294,8 @@ pub struct Connection {
     config: Arc<ConnectionConfig>,
     client_address: IpAddr,
     tls: bool,
+    /// The TLS peer (its certificate chain), for the principal builder.
+    tls_peer: Option<Arc<TlsPeer>>,
     state: State,
 }
 
@@ -363,8 +365,20 @@ impl Connection {
             config,
             client_address,
             tls,
+            // Until the host says more, a TLS client is one that sent no certificate.
+            tls_peer: tls.then(|| Arc::new(TlsPeer::default())),
             state: State::Initial,
         }
+    }
+
+    /// Sets what the TLS handshake learned about the client (the certificate chain it presented),
+    /// which the principal builder receives. Without it, a TLS connection is one whose client sent
+    /// no certificate; on a plaintext connection it is ignored.
+    pub fn with_tls_peer(mut self, peer: Arc<TlsPeer>) -> Self {
+        if self.tls {
+            self.tls_peer = Some(peer);
+        }
+        self
     }
 
     /// The largest frame the host may read next: small until the client has authenticated.

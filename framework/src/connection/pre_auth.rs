@@ -210,7 +210,8 @@ pub(super) fn on_auth_frame(
                         ),
                     }
                 }
-                StepOutcome::Fail(failure) => {
+                other => {
+                    let failure = failure_of(other);
                     report_failure(conn, &auth, &failure, previous.is_some());
                     (
                         State::Failed,
@@ -321,13 +322,23 @@ fn framed_step(
                 Err(message) => failed(message, auth.exchange.claimed_user()),
             }
         }
-        StepOutcome::Fail(failure) => {
+        other => {
+            let failure = failure_of(other);
             report_failure(conn, &auth, &failure, reauthentication);
             failed(
                 failure.client_message(auth.mechanism.name(), reauthentication),
                 auth.exchange.claimed_user(),
             )
         }
+    }
+}
+
+/// The failure a step reported; an outcome this framework does not know (the type is
+/// non-exhaustive) fails the authentication too.
+fn failure_of(outcome: StepOutcome) -> AuthFailure {
+    match outcome {
+        StepOutcome::Fail(failure) => failure,
+        _ => AuthFailure::Hidden("the mechanism returned an unknown step outcome".to_owned()),
     }
 }
 
@@ -356,10 +367,24 @@ fn complete(
     now_ms: i64,
     previous: Option<Session>,
 ) -> Result<Session, String> {
-    let context =
-        AuthenticationContext::new(&done, conn.client_address, &conn.config.listener, conn.tls);
-    let principal = conn.config.principal_builder.build(&context);
     let mechanism = auth.mechanism.name().to_owned();
+    let context = AuthenticationContext::sasl(
+        &done,
+        &mechanism,
+        conn.client_address,
+        &conn.config.listener,
+    )
+    .with_tls(conn.tls_peer.as_deref());
+    let principal = match conn.config.principal_builder.build(&context) {
+        Ok(principal) => principal,
+        Err(error) => {
+            // The exchange succeeded but no principal can be named: the authentication fails,
+            // with Kafka's generic message (the reason may tell more than a client should know).
+            let failure = AuthFailure::Hidden(format!("principal builder: {error}"));
+            report_failure(conn, auth, &failure, previous.is_some());
+            return Err(failure.client_message(&mechanism, previous.is_some()));
+        }
+    };
     let max_reauth_ms = conn.config.max_reauth_ms_for(&mechanism);
     let lifetime_ms = session_lifetime_ms(max_reauth_ms, done.credential_expiry_ms, now_ms);
     let expires_at_ms = lifetime_ms.map(|l| now_ms.saturating_add(l));

@@ -830,3 +830,104 @@ fn sessions_without_expiry_never_reauthenticate() {
     );
     assert_eq!(hs.error_code, 34);
 }
+
+/// Maps `bob` to nothing (an error) and otherwise names the principal after the client
+/// certificate when there is one: what the principal builder sees of the connection.
+struct CertificateBuilder;
+
+impl crate::principal::PrincipalBuilder for CertificateBuilder {
+    fn build(
+        &self,
+        context: &crate::principal::AuthenticationContext<'_>,
+    ) -> Result<Principal, crate::principal::PrincipalError> {
+        let sasl = context.sasl.expect("a SASL login");
+        if sasl.authorization_id == "bob" {
+            return Err(crate::principal::PrincipalError::NoRuleApplies { name: "bob".into() });
+        }
+        let name = match (context.tls, context.certificate_subject()) {
+            (Some(_), Some(subject)) => format!("{subject}/{}", context.mechanism.unwrap()),
+            (Some(_), None) => "tls-without-certificate".to_owned(),
+            (None, _) => "plaintext".to_owned(),
+        };
+        Ok(Principal {
+            kind: "Cert".into(),
+            name,
+        })
+    }
+}
+
+fn builder_config() -> (Arc<ConnectionConfig>, crate::events::Subscription) {
+    let events = EventBus::new();
+    let sub = events.subscribe(16);
+    let table = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
+        &ApiVersionTable::from_ranges([(3, 0, 12)]),
+    )));
+    let cfg = ConnectionConfig::new(
+        "test",
+        vec![Arc::new(Fixed)],
+        Arc::new(CertificateBuilder),
+        Arc::new(Upstream),
+        table,
+        events,
+    );
+    (Arc::new(cfg), sub)
+}
+
+#[test]
+fn the_principal_builder_sees_the_tls_peer_of_the_connection() {
+    let (cfg, _) = builder_config();
+    let address = IpAddr::from([127, 0, 0, 1]);
+    let peer = Arc::new(crate::principal::TlsPeer::new(
+        vec![vec![0x30]],
+        Some("CN=svc,O=x".into()),
+    ));
+    let cases = [
+        (
+            Connection::new(Arc::clone(&cfg), address, false),
+            "plaintext",
+        ),
+        (
+            Connection::new(Arc::clone(&cfg), address, true),
+            "tls-without-certificate",
+        ),
+        (
+            Connection::new(Arc::clone(&cfg), address, true).with_tls_peer(Arc::clone(&peer)),
+            "CN=svc,O=x/TEST",
+        ),
+        // A peer handed to a plaintext connection is ignored.
+        (
+            Connection::new(Arc::clone(&cfg), address, false).with_tls_peer(Arc::clone(&peer)),
+            "plaintext",
+        ),
+    ];
+    for (mut c, expected) in cases {
+        let _ = handshake(&mut c, 1, "TEST");
+        let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+        let session = c.session().expect("authenticated");
+        assert_eq!(session.principal.to_string(), format!("Cert:{expected}"));
+    }
+}
+
+#[test]
+fn a_principal_builder_error_fails_the_authentication_with_the_generic_message() {
+    let (cfg, events) = builder_config();
+    let mut c = Connection::new(cfg, IpAddr::from([127, 0, 0, 1]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    let actions = authenticate(&mut c, 2, b"bob:pw", 0);
+    let [Action::Respond(frame), Action::CloseAfter(_)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    let (_, auth): (_, SaslAuthenticateResponse) = response(ApiKey::SaslAuthenticate, 2, frame);
+    assert_eq!(auth.error_code, 58);
+    assert_eq!(
+        auth.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism TEST")
+    );
+    assert!(c.is_failed() && c.session().is_none());
+    match events.try_recv() {
+        Some(Event::AuthenticationFailed { reason, .. }) => {
+            assert!(reason.contains("no rule maps \"bob\""), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}

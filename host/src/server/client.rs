@@ -137,18 +137,22 @@ pub(super) async fn serve<S: ClientStream>(
     stream: S,
     peer: SocketAddr,
     target: Target,
-    tls: bool,
+    tls: Option<portcullis::principal::TlsPeer>,
     slot: Slot,
 ) {
     let (read, write) = stream.into_halves();
-    let connection = Connection::new(shared.connection_config.clone(), peer.ip(), tls);
+    let is_tls = tls.is_some();
+    let mut connection = Connection::new(shared.connection_config.clone(), peer.ip(), is_tls);
+    if let Some(tls_peer) = tls {
+        connection = connection.with_tls_peer(Arc::new(tls_peer));
+    }
     let queue = Arc::new(ResponseQueue::new(MAX_IN_FLIGHT));
     let responses =
         tokio::spawn(ResponseSide::new(Arc::clone(&shared), Arc::clone(&queue), write).run());
     let now = Instant::now();
     let mut driver = Driver {
         peer,
-        tls,
+        tls: is_tls,
         target,
         connection,
         reader: FrameReader::new(read),

@@ -153,10 +153,14 @@ async fn handle(
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
     match shared.tls.clone() {
-        None => client::serve(shared, stream, peer, target, false, slot).await,
+        None => client::serve(shared, stream, peer, target, None, slot).await,
         Some(acceptor) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => client::serve(shared, tls, peer, target, true, slot).await,
+                Ok(Ok(tls)) => {
+                    // The client's certificate chain, for the principal builder.
+                    let tls_peer = crate::tls_peer::peer_of(tls.get_ref().1.peer_certificates());
+                    client::serve(shared, tls, peer, target, Some(tls_peer), slot).await
+                }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }

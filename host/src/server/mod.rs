@@ -389,8 +389,12 @@ pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
     crate::services::spawn_metrics_reporting(
         node.metrics.clone(),
         node.sessions.clone(),
+        node.plugin_stats(),
         &node.config.metrics,
     );
+    if let Some(login) = &node.upstream_login {
+        crate::services::spawn_credential_refresh(login.clone(), node.events.clone());
+    }
     if let Some(tokens) = &node.tokens {
         crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());
     }

@@ -537,7 +537,7 @@ async fn authenticate<T: RoundTrip + Send>(
             message: Some(format!("upstream enables {enabled:?}")),
         });
     }
-    let mut exchange = login.start();
+    let mut exchange = portcullis_plugin_login::start_exchange(login.as_ref())?;
     let mut token = exchange.initial()?;
     for _ in 0..MAX_SASL_ROUNDS {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));

@@ -26,7 +26,7 @@ fn main() {
     for case in &cases {
         let decision = match support::decide(&authorizer, case) {
             Decision::Allowed => "ALLOWED",
-            Decision::Denied => "DENIED",
+            _ => "DENIED",
         };
         println!("{}\t{decision}", case.name);
     }

@@ -9,7 +9,7 @@ use portcullis::acl::{
     validate_for_create, AclBinding, AclBindingFilter, AclOperation, PatternType, ResourceType,
 };
 use portcullis::authorizer::{
-    AclAdmin, AclAdminError, Action, Authorization, Authorizer, DecidingRule, Decision,
+    AclAdmin, AclAdminError, AclChange, Action, Authorization, Authorizer, DecidingRule, Decision,
     PreparedAclChange, RequestContext,
 };
 use portcullis::events::{Event, EventBus};
@@ -237,10 +237,7 @@ impl AclAuthorizer {
             // Kafka throws IllegalArgumentException; the plugin API has no error here, so the
             // action is denied (callers only ever build LITERAL actions).
             tracing::warn!(resource = %action.resource, "authorize() called with a non-LITERAL resource");
-            return Authorization {
-                decision: Decision::Denied,
-                rule: DecidingRule::DefaultDeny,
-            };
+            return Authorization::denied(DecidingRule::DefaultDeny);
         }
         let outcome = index.decide(
             client,
@@ -256,7 +253,7 @@ impl AclAuthorizer {
             }
             Outcome::NoMatch | Outcome::NoAcls => (Decision::Denied, DecidingRule::DefaultDeny),
         };
-        Authorization { decision, rule }
+        Authorization::new(decision, rule)
     }
 
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -371,14 +368,14 @@ fn audit(context: &RequestContext<'_>, action: &Action<'_>, authorization: &Auth
         };
     }
     match (
-        authorization.decision,
+        authorization.is_allowed(),
         action.log_if_allowed,
         action.log_if_denied,
     ) {
-        (Decision::Allowed, true, _) => line!(debug, "Allowed"),
-        (Decision::Denied, _, true) => line!(info, "Denied"),
-        (Decision::Allowed, false, _) => line!(trace, "Allowed"),
-        (Decision::Denied, _, false) => line!(trace, "Denied"),
+        (true, true, _) => line!(debug, "Allowed"),
+        (false, _, true) => line!(info, "Denied"),
+        (true, false, _) => line!(trace, "Allowed"),
+        (false, _, false) => line!(trace, "Denied"),
     }
 }
 
@@ -425,10 +422,7 @@ impl Authorizer for AclAuthorizer {
         let auditing = audit_enabled();
         if self.is_super_user(&context.principal) {
             for (i, action) in actions.iter().enumerate() {
-                let authorization = Authorization {
-                    decision: Decision::Allowed,
-                    rule: DecidingRule::SuperUser,
-                };
+                let authorization = Authorization::allowed(DecidingRule::SuperUser);
                 if auditing {
                     audit(context, action, &authorization);
                 }
@@ -493,16 +487,22 @@ impl AclAuthorizer {
     }
 }
 
+/// The metadata records that store ACL changes.
+fn records_of(changes: Vec<AclChange>) -> Vec<MetadataRecord> {
+    changes.into_iter().map(MetadataRecord::from).collect()
+}
+
 impl AclAdmin for AclAuthorizer {
     fn create_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), AclAdminError>> {
         let _writer = self.lock_writer();
         let Some(prepared) = self.prepare_create_acls(bindings) else {
             return Vec::new();
         };
-        if prepared.records.is_empty() {
+        if prepared.changes.is_empty() {
             return prepared.outcome;
         }
-        if let Err(error) = self.store.append(&prepared.records) {
+        let records = records_of(prepared.changes);
+        if let Err(error) = self.store.append(&records) {
             tracing::error!(%error, "storing ACLs failed");
             let message = error.to_string();
             return prepared
@@ -511,7 +511,7 @@ impl AclAdmin for AclAuthorizer {
                 .map(|r| r.and(Err(AclAdminError::Store(message.clone()))))
                 .collect();
         }
-        self.applied(&prepared.records);
+        self.applied(&records);
         prepared.outcome
     }
 
@@ -523,14 +523,15 @@ impl AclAdmin for AclAuthorizer {
         let Some(prepared) = self.prepare_delete_acls(filters) else {
             return Ok(Vec::new());
         };
-        if prepared.records.is_empty() {
+        if prepared.changes.is_empty() {
             return Ok(prepared.outcome);
         }
         // One append: the removal is atomic across all filters.
+        let records = records_of(prepared.changes);
         self.store
-            .append(&prepared.records)
+            .append(&records)
             .map_err(|e| AclAdminError::Store(e.to_string()))?;
-        self.applied(&prepared.records);
+        self.applied(&records);
         Ok(prepared.outcome)
     }
 
@@ -553,12 +554,9 @@ impl AclAdmin for AclAuthorizer {
                 }
             }
         }
-        let records = new
-            .into_iter()
-            .map(|binding| MetadataRecord::Acl { binding })
-            .collect();
+        let changes = new.into_iter().map(AclChange::Create).collect();
         Some(PreparedAclChange {
-            records,
+            changes,
             outcome: results,
         })
     }
@@ -571,14 +569,12 @@ impl AclAdmin for AclAuthorizer {
         let per_filter: Vec<Vec<AclBinding>> =
             filters.iter().map(|f| current.matching(f)).collect();
         let doomed: BTreeSet<&AclBinding> = per_filter.iter().flatten().collect();
-        let records = doomed
+        let changes = doomed
             .into_iter()
-            .map(|binding| MetadataRecord::RemoveAcl {
-                binding: binding.clone(),
-            })
+            .map(|binding| AclChange::Delete(binding.clone()))
             .collect();
         Some(PreparedAclChange {
-            records,
+            changes,
             outcome: per_filter,
         })
     }

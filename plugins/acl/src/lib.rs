@@ -5,9 +5,11 @@
 //!
 //! - [`AclAuthorizer`] implements [`Authorizer`] and
 //!   [`AclAdmin`](portcullis::authorizer::AclAdmin) over the node's
-//!   [`MetadataStore`]: ACLs are replayed at start, and each
+//!   [`MetadataStore`](portcullis::store::MetadataStore): ACLs are replayed at start, and each
 //!   change is durable before it is visible.
 //! - Registered with the host as `acl` ([`portcullis::registry::AuthorizerFactory`]).
+//! - [`over_abi`]: the same authorizer as a plugin of the C ABI, for the tests and the benchmark
+//!   that compare it across the ABI with the linked one.
 //! - [`corpus`]: the ACL corpus format shared with the JMH harness that benchmarks Kafka's own
 //!   StandardAuthorizer (see `docs/benchmarks.md`, section "Authorizer").
 //!
@@ -20,26 +22,30 @@
 use std::sync::Arc;
 
 use portcullis::authorizer::Authorizer;
-use portcullis::registry::{AuthorizerFactory, AuthorizerSettings};
-use portcullis::store::MetadataStore;
+use portcullis::plugin_api::{parse_config, NoConfig};
+use portcullis::registry::{check_config, AuthorizerFactory, AuthorizerInput};
+use portcullis::PluginError;
 
 mod authorizer;
 pub mod corpus;
 mod host;
 mod index;
+pub mod over_abi;
 
 pub use authorizer::{AclAuthorizer, AclAuthorizerConfig, AclAuthorizerError, AUDIT_TARGET};
 pub use host::java_host_address;
 
-fn build(
-    settings: &AuthorizerSettings,
-    store: Arc<dyn MetadataStore>,
-) -> Result<Arc<dyn Authorizer>, String> {
+/// Builds the `acl` authorizer on the node's store. Its own table, `[plugins.config.acl]`, takes no
+/// keys: the settings are `[authorizer]`'s (Kafka's `super.users`, `allow.everyone.if.no.acl.found`).
+fn build(input: &AuthorizerInput<'_>) -> Result<Arc<dyn Authorizer>, PluginError> {
+    parse_config::<NoConfig>(input.config)?;
+    let settings = input.settings;
     let config = AclAuthorizerConfig::new(
         settings.super_users.clone(),
         settings.allow_everyone_if_no_acl_found,
     );
-    let mut authorizer = AclAuthorizer::open(&config, store).map_err(|e| e.to_string())?;
+    let mut authorizer =
+        AclAuthorizer::open(&config, Arc::clone(&input.store)).map_err(PluginError::startup)?;
     if let Some(events) = &settings.events {
         authorizer = authorizer.with_events(events.clone());
     }
@@ -47,5 +53,9 @@ fn build(
 }
 
 inventory::submit! {
-    AuthorizerFactory { name: "acl", build }
+    AuthorizerFactory {
+        name: "acl",
+        build,
+        check_config: check_config::<NoConfig>,
+    }
 }

@@ -275,8 +275,20 @@ fn registered_as_acl() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn MetadataStore> = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
     let settings = portcullis::registry::AuthorizerSettings::new(vec!["User:admin".into()], false);
-    let authorizer = (factory.build)(&settings, Arc::clone(&store)).unwrap();
+    let host = portcullis::Host::detached();
+    let input = |config, settings| {
+        portcullis::registry::AuthorizerInput::new(config, &host, settings, Arc::clone(&store))
+    };
+    let authorizer = (factory.build)(&input("", &settings)).unwrap();
     assert!(authorizer.acl_admin().is_some());
     let bad = portcullis::registry::AuthorizerSettings::new(vec!["admin".into()], false);
-    assert!((factory.build)(&bad, store).is_err());
+    assert!((factory.build)(&input("", &bad)).is_err());
+    // Its own table takes no keys: a typo is refused, naming the key.
+    let Err(typo) = (factory.build)(&input("super_users = []", &settings)) else {
+        panic!("a key in the acl plugin's own table must be refused")
+    };
+    assert!(
+        typo.to_string().contains("unknown field `super_users`"),
+        "{typo}"
+    );
 }

@@ -9,9 +9,10 @@
 use std::sync::Arc;
 
 use portcullis::errors::ErrorCode;
-use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
-use portcullis::protocol::api::is_security_api;
-use portcullis::registry::{ForwardingSettings, PolicyFactory};
+use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route};
+use portcullis::plugin_api::{parse_config, NoConfig};
+use portcullis::registry::{check_config, ForwardingSettings, PolicyFactory};
+use portcullis::{Host, PluginError};
 
 /// Security APIs local, everything else upstream, minus a deny list.
 #[derive(Debug, Clone, Default)]
@@ -36,27 +37,33 @@ impl ForwardingPolicy for Passthrough {
     fn route(&self, request: &RequestInfo<'_>) -> Route {
         if self.deny_api_keys.contains(&request.api_key) {
             Route::Reject(ErrorCode::POLICY_VIOLATION)
-        } else if is_security_api(request.api_key) {
-            Route::Local
         } else {
-            Route::Upstream {
-                identity: UpstreamIdentity::Service,
-            }
+            Route::standard(request.api_key)
         }
     }
 }
 
-fn build(settings: &ForwardingSettings) -> Arc<dyn ForwardingPolicy> {
-    Arc::new(Passthrough::new(settings))
+fn build(
+    config: &str,
+    _host: &Host,
+    settings: &ForwardingSettings,
+) -> Result<Arc<dyn ForwardingPolicy>, PluginError> {
+    parse_config::<NoConfig>(config)?;
+    Ok(Arc::new(Passthrough::new(settings)))
 }
 
 inventory::submit! {
-    PolicyFactory { name: "passthrough", build }
+    PolicyFactory {
+        name: "passthrough",
+        build,
+        check_config: check_config::<NoConfig>,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use portcullis::forwarding::UpstreamIdentity;
     use portcullis::principal::Principal;
 
     #[test]

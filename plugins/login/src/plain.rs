@@ -1,6 +1,8 @@
 //! PLAIN login: one message, `NUL username NUL password`.
 
-use portcullis::login::{ExpiringCredential, LoginError, LoginModule, SaslClientExchange};
+use portcullis::login::{
+    ClientExchange, ExpiringCredential, LoginError, LoginModule, SaslClientExchange,
+};
 use portcullis::secret::Secret;
 
 pub(crate) const MECHANISM_NAME: &str = "PLAIN";
@@ -31,12 +33,11 @@ impl LoginModule for PlainLogin {
         ExpiringCredential::non_expiring(self.username.clone())
     }
 
-    fn start(&self) -> Box<dyn SaslClientExchange> {
-        Box::new(PlainClientExchange {
-            username: self.username.clone(),
-            password: self.password.clone(),
-            state: State::Start,
-        })
+    fn start(&self) -> Result<ClientExchange, LoginError> {
+        Ok(ClientExchange::Custom(Box::new(PlainClientExchange::new(
+            self.username.clone(),
+            self.password.clone(),
+        ))))
     }
 }
 
@@ -55,6 +56,17 @@ enum State {
     Sent,
     Complete,
     Failed,
+}
+
+impl PlainClientExchange {
+    /// The client half of one PLAIN exchange as `username` with `password`.
+    pub fn new(username: impl Into<String>, password: Secret) -> Self {
+        Self {
+            username: username.into(),
+            password,
+            state: State::Start,
+        }
+    }
 }
 
 impl SaslClientExchange for PlainClientExchange {

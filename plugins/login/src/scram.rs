@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use portcullis::credentials::ScramMechanism;
-use portcullis::login::{ExpiringCredential, LoginModule, SaslClientExchange};
+use portcullis::login::{ClientExchange, ExpiringCredential, LoginError, LoginModule};
 use portcullis::secret::Secret;
 use portcullis_plugin_scram::{SaltedPasswordCache, ScramClient, TOKEN_AUTH_EXTENSION};
 
@@ -66,11 +66,11 @@ impl LoginModule for ScramLogin {
         ExpiringCredential::non_expiring(self.username.clone())
     }
 
-    fn start(&self) -> Box<dyn SaslClientExchange> {
-        Box::new(
+    fn start(&self) -> Result<ClientExchange, LoginError> {
+        Ok(ClientExchange::Custom(Box::new(
             ScramClient::new(self.mechanism, self.username.clone(), self.password.clone())
                 .with_extensions(self.extensions.clone())
                 .with_cache(Arc::clone(&self.cache)),
-        )
+        )))
     }
 }

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use portcullis::credentials::{
     InMemoryCredentials, NoTokens, ScramMechanism, TokenCredential, TokenView,
 };
-use portcullis::login::{LoginError, LoginModule};
+use portcullis::login::{ClientExchange, ExpiringCredential, LoginError, LoginModule};
 use portcullis::sasl::{Authenticated, ExchangeContext, SaslMechanism, StepOutcome};
 use portcullis::secret::Secret;
-use portcullis_plugin_login::{login_module, PlainLogin, ScramLogin};
+use portcullis_plugin_login::{
+    login_module, start_exchange, PlainLogin, ResolvedLogin, ScramLogin,
+};
 use portcullis_plugin_plain::PlainServer;
 use portcullis_plugin_scram::{derive_credential, random_salt, ScramServer};
 
@@ -33,7 +35,7 @@ fn credentials() -> Arc<InMemoryCredentials> {
 /// Drives a client exchange against a server exchange the way a connection would: the client's
 /// tokens go to the server, the server's answers back to the client, until both are done.
 fn drive(login: &dyn LoginModule, server: &dyn SaslMechanism) -> Result<Authenticated, String> {
-    let mut client = login.start();
+    let mut client = start_exchange(login).map_err(|e| e.to_string())?;
     let mut exchange = server.start(&context());
     let mut token = client.initial().map_err(|e| e.to_string())?;
     loop {
@@ -51,6 +53,7 @@ fn drive(login: &dyn LoginModule, server: &dyn SaslMechanism) -> Result<Authenti
                 return Ok(done);
             }
             StepOutcome::Fail(failure) => return Err(failure.reason().to_owned()),
+            other => return Err(format!("unexpected outcome {other:?}")),
         }
     }
 }
@@ -108,7 +111,7 @@ fn scram_login_with_a_delegation_token() {
 fn plain_login_initial_token_and_round_trip() {
     let login = PlainLogin::new("svc", Secret::new("svc-pw"));
     assert_eq!(login.mechanism(), "PLAIN");
-    let mut exchange = login.start();
+    let mut exchange = start_exchange(&login).unwrap();
     assert_eq!(exchange.initial().unwrap(), b"\0svc\0svc-pw");
     assert!(!exchange.is_complete());
     assert!(exchange.initial().is_err());
@@ -125,10 +128,10 @@ fn plain_login_initial_token_and_round_trip() {
 #[test]
 fn plain_login_refuses_fields_it_cannot_encode() {
     for (user, password) in [("", "pw"), ("a\0b", "pw"), ("svc", ""), ("svc", "p\0w")] {
-        let mut exchange = PlainLogin::new(user, Secret::new(password)).start();
+        let mut exchange = start_exchange(&PlainLogin::new(user, Secret::new(password))).unwrap();
         assert!(exchange.initial().is_err(), "{user:?}");
     }
-    let mut exchange = PlainLogin::new("svc", Secret::new("pw")).start();
+    let mut exchange = start_exchange(&PlainLogin::new("svc", Secret::new("pw"))).unwrap();
     exchange.initial().unwrap();
     assert!(exchange.step(b"unexpected").is_err());
     assert!(!exchange.is_complete());
@@ -163,4 +166,66 @@ fn secrets_do_not_print() {
     assert!(!format!("{login:?}").contains("svc-pw"));
     let login = PlainLogin::new("svc", Secret::new("svc-pw"));
     assert!(!format!("{login:?}").contains("svc-pw"));
+}
+
+/// A module that only hands over a user name and password, as a dynamic login plugin does.
+struct PasswordOnly {
+    mechanism: &'static str,
+    password: &'static str,
+}
+
+impl LoginModule for PasswordOnly {
+    fn mechanism(&self) -> &str {
+        self.mechanism
+    }
+    fn credential(&self) -> ExpiringCredential {
+        ExpiringCredential::non_expiring("svc")
+    }
+    fn start(&self) -> Result<ClientExchange, LoginError> {
+        Ok(ClientExchange::Password {
+            username: "svc".to_owned(),
+            password: Secret::new(self.password),
+        })
+    }
+}
+
+#[test]
+fn a_module_that_hands_over_a_password_gets_the_built_in_client() {
+    let creds = credentials();
+    for (name, server) in [
+        (
+            "SCRAM-SHA-512",
+            Box::new(ScramServer::new(
+                ScramMechanism::Sha512,
+                Arc::clone(&creds) as _,
+                Arc::new(NoTokens),
+            )) as Box<dyn SaslMechanism>,
+        ),
+        ("PLAIN", Box::new(PlainServer::new(Arc::clone(&creds) as _))),
+    ] {
+        let good = PasswordOnly {
+            mechanism: name,
+            password: "svc-pw",
+        };
+        assert_eq!(
+            drive(&good, server.as_ref()).unwrap().authorization_id,
+            "svc"
+        );
+        let resolved = ResolvedLogin::new(Arc::new(good));
+        assert!(matches!(resolved.start(), Ok(ClientExchange::Custom(_))));
+        assert_eq!(
+            drive(&resolved, server.as_ref()).unwrap().authorization_id,
+            "svc"
+        );
+        let bad = PasswordOnly {
+            mechanism: name,
+            password: "wrong",
+        };
+        assert!(drive(&bad, server.as_ref()).is_err());
+    }
+    let unknown = PasswordOnly {
+        mechanism: "X-OTHER",
+        password: "pw",
+    };
+    assert!(start_exchange(&unknown).is_err());
 }

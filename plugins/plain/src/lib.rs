@@ -9,8 +9,10 @@
 
 use std::sync::Arc;
 
-use portcullis::registry::{MechanismFactory, Services};
+use portcullis::plugin_api::{parse_config, NoConfig};
+use portcullis::registry::{check_config, MechanismFactory};
 use portcullis::sasl::SaslMechanism;
+use portcullis::{Host, PluginError};
 
 mod cache;
 pub mod message;
@@ -20,10 +22,15 @@ pub mod verifier;
 pub use server::{PlainServer, PlainServerExchange, INVALID_CREDENTIALS, MECHANISM_NAME};
 pub use verifier::{PasswordVerifier, DEFAULT_CACHE_CAPACITY};
 
-fn build(services: &Services) -> Arc<dyn SaslMechanism> {
-    Arc::new(PlainServer::new(Arc::clone(&services.credentials)))
+fn build(config: &str, host: &Host) -> Result<Arc<dyn SaslMechanism>, PluginError> {
+    parse_config::<NoConfig>(config)?;
+    Ok(Arc::new(PlainServer::new(host.credentials())))
 }
 
 inventory::submit! {
-    MechanismFactory { name: MECHANISM_NAME, build }
+    MechanismFactory {
+        name: MECHANISM_NAME,
+        build,
+        check_config: check_config::<NoConfig>,
+    }
 }

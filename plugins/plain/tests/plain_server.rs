@@ -257,12 +257,11 @@ fn registered_with_the_host_registry() {
     let factory = portcullis::registry::mechanisms()
         .find(|f| f.name == "PLAIN")
         .expect("PLAIN is registered");
-    let services = portcullis::registry::Services::new(
-        setup().0,
-        Arc::new(portcullis::credentials::NoTokens),
-        portcullis::events::EventBus::new(),
-    );
-    let mechanism = (factory.build)(&services);
+    let host = portcullis::Host::with_views(setup().0, Arc::new(portcullis::credentials::NoTokens));
+    let mechanism = (factory.build)("", &host).unwrap();
+    // PLAIN takes no configuration of its own: a key in its table is refused.
+    assert!((factory.build)("cache = 1", &host).is_err());
+    assert!((factory.check_config)("cache = 1").is_err());
     assert_eq!(mechanism.name(), "PLAIN");
     assert_eq!(
         authorization_id(mechanism.start(&context()).step(b"\0alice\0alice-pw")),

@@ -16,8 +16,10 @@
 use std::sync::Arc;
 
 use portcullis::credentials::ScramMechanism;
-use portcullis::registry::{MechanismFactory, Services};
+use portcullis::plugin_api::{parse_config, NoConfig};
+use portcullis::registry::{check_config, MechanismFactory};
 use portcullis::sasl::SaslMechanism;
+use portcullis::{Host, PluginError};
 
 mod client;
 mod keys;
@@ -34,18 +36,34 @@ pub use keys::{
 pub use server::{ScramServer, ScramServerExchange, AUTHZID_MISMATCH, TOKEN_AUTH_EXTENSION};
 pub use tokens::ScramTokenCrypto;
 
-fn build_sha256(services: &Services) -> Arc<dyn SaslMechanism> {
-    Arc::new(ScramServer::from_services(ScramMechanism::Sha256, services))
+fn build_sha256(config: &str, host: &Host) -> Result<Arc<dyn SaslMechanism>, PluginError> {
+    parse_config::<NoConfig>(config)?;
+    Ok(Arc::new(ScramServer::from_host(
+        ScramMechanism::Sha256,
+        host,
+    )))
 }
 
-fn build_sha512(services: &Services) -> Arc<dyn SaslMechanism> {
-    Arc::new(ScramServer::from_services(ScramMechanism::Sha512, services))
+fn build_sha512(config: &str, host: &Host) -> Result<Arc<dyn SaslMechanism>, PluginError> {
+    parse_config::<NoConfig>(config)?;
+    Ok(Arc::new(ScramServer::from_host(
+        ScramMechanism::Sha512,
+        host,
+    )))
 }
 
 inventory::submit! {
-    MechanismFactory { name: "SCRAM-SHA-256", build: build_sha256 }
+    MechanismFactory {
+        name: "SCRAM-SHA-256",
+        build: build_sha256,
+        check_config: check_config::<NoConfig>,
+    }
 }
 
 inventory::submit! {
-    MechanismFactory { name: "SCRAM-SHA-512", build: build_sha512 }
+    MechanismFactory {
+        name: "SCRAM-SHA-512",
+        build: build_sha512,
+        check_config: check_config::<NoConfig>,
+    }
 }

@@ -16,7 +16,6 @@ use base64::Engine;
 use portcullis::credentials::{
     CredentialId, CredentialView, ScramCredential, ScramMechanism, TokenView,
 };
-use portcullis::registry::Services;
 use portcullis::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
 };
@@ -56,13 +55,9 @@ impl ScramServer {
         }
     }
 
-    /// A server built from the host's services.
-    pub fn from_services(mechanism: ScramMechanism, services: &Services) -> Self {
-        Self::new(
-            mechanism,
-            Arc::clone(&services.credentials),
-            Arc::clone(&services.tokens),
-        )
+    /// A server reading the host's credential and token views.
+    pub fn from_host(mechanism: ScramMechanism, host: &portcullis::Host) -> Self {
+        Self::new(mechanism, host.credentials(), host.tokens())
     }
 
     /// The hash variant this server runs.

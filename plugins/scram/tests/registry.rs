@@ -4,9 +4,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use portcullis::credentials::{InMemoryCredentials, NoTokens, ScramMechanism};
-use portcullis::events::EventBus;
 use portcullis::login::SaslClientExchange;
-use portcullis::registry::{mechanisms, Services};
+use portcullis::registry::mechanisms;
 use portcullis::sasl::{ExchangeContext, StepOutcome};
 use portcullis::secret::Secret;
 use portcullis_plugin_scram::{derive_credential, random_salt, ScramClient};
@@ -21,13 +20,13 @@ fn both_mechanisms_are_registered_and_work() {
             derive_credential(mechanism, "pw", &random_salt(), 4096),
         );
     }
-    let services = Services::new(creds, Arc::new(NoTokens), EventBus::new());
+    let host = portcullis::Host::with_views(creds, Arc::new(NoTokens));
     let context = ExchangeContext::new(IpAddr::V4(Ipv4Addr::LOCALHOST), "test", 0);
     for mechanism in ScramMechanism::ALL {
         let factory = mechanisms()
             .find(|f| f.name == mechanism.mechanism_name())
             .unwrap_or_else(|| panic!("{mechanism} is not registered"));
-        let server = (factory.build)(&services);
+        let server = (factory.build)("", &host).unwrap();
         assert_eq!(server.name(), mechanism.mechanism_name());
         let mut exchange = server.start(&context);
         let mut client = ScramClient::new(mechanism, "alice", Secret::new("pw"));

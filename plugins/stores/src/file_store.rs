@@ -498,6 +498,21 @@ impl MetadataStore for FileMetadataStore {
         .map_err(|e| self.io(e))?;
         Ok(out)
     }
+    fn location(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    fn replay_done(&self) {
+        self.release_startup_cache();
+    }
+
+    fn maintenance_due(&self) -> bool {
+        self.needs_compaction()
+    }
+
+    fn maintain(&self) -> Result<(), StoreError> {
+        self.compact().map(drop)
+    }
 }
 
 impl FileMetadataStore {

@@ -66,3 +66,19 @@ pub use file_store::{
 };
 pub use format::MAX_BATCH_BYTES;
 pub use replay::{apply_record, apply_records, credentials_from, load_credentials};
+
+/// Opens the file store in the node's data directory (registered as the built-in store `file`).
+fn open_store(
+    settings: &portcullis::registry::StoreSettings,
+) -> Result<std::sync::Arc<dyn portcullis::store::MetadataStore>, portcullis::store::StoreError> {
+    Ok(std::sync::Arc::new(FileMetadataStore::open(
+        &settings.data_dir,
+    )?))
+}
+
+inventory::submit! {
+    portcullis::registry::StoreFactory {
+        name: portcullis::registry::DEFAULT_STORE,
+        open: open_store,
+    }
+}

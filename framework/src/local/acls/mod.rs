@@ -148,13 +148,13 @@ impl AclApis {
                 response.with_results(creation_results(admin.create_acls(&creations))),
             ));
         };
-        if prepared.records.is_empty() {
+        if prepared.changes.is_empty() {
             return Ok(Outcome::Now(
                 response.with_results(creation_results(prepared.outcome)),
             ));
         }
         Ok(Outcome::persist(
-            prepared.records,
+            prepared.changes.into_iter().map(Into::into).collect(),
             move |stored: PersistOutcome| {
                 let outcome = match stored {
                     Ok(_) => prepared.outcome,
@@ -218,13 +218,13 @@ impl AclApis {
                 deletion_results(admin.delete_acls(&filters), count),
             )));
         };
-        if prepared.records.is_empty() {
+        if prepared.changes.is_empty() {
             return Ok(Outcome::Now(response.with_filter_results(
                 deletion_results(Ok(prepared.outcome), count),
             )));
         }
         Ok(Outcome::persist(
-            prepared.records,
+            prepared.changes.into_iter().map(Into::into).collect(),
             move |stored: PersistOutcome| {
                 let deleted = match stored {
                     Ok(_) => Ok(prepared.outcome),

@@ -1,54 +1,34 @@
-//! The host side's safe wrapper: a validated function table and plugin instance presented as an
-//! ordinary [`SaslMechanism`], and its exchanges as ordinary [`SaslExchange`]s. Everything the
-//! plugin returns is copied into host-owned values before the next call, and checked (UTF-8,
-//! null pointers, known outcome codes) so that a misbehaving plugin yields a failed
-//! authentication, not undefined behaviour in the host.
+//! A dynamic SASL mechanism as a [`SaslMechanism`], its exchanges as [`SaslExchange`]s.
 
 use std::ffi::c_void;
-use std::net::IpAddr;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
-use super::extensions;
-use super::layout::{
-    AbiBytes, AbiExchangeContext, AbiStepResult, CreateFn, FreeExchangeFn, MechanismNameFn,
-    StartFn, StepFn, ADDRESS_FAMILY_V4, ADDRESS_FAMILY_V6, OUTCOME_COMPLETE, OUTCOME_CONTINUE,
+use portcullis_plugin_api::abi::codec;
+
+use super::super::tables::SaslFunctions;
+use super::super::{
+    AbiBytes, AbiExchangeContext, AbiStepResult, OUTCOME_COMPLETE, OUTCOME_CONTINUE,
     OUTCOME_FAIL_HIDDEN, OUTCOME_FAIL_VISIBLE, OUTCOME_UNSET,
 };
-use super::AbiError;
+use super::{owned_name, CreateError, Instance};
+use crate::credentials::CredentialId;
 use crate::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
 };
 
-/// The non-null functions of a validated [`super::SaslMechanismTable`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SaslFunctions {
-    pub(crate) create: CreateFn,
-    pub(crate) mechanism_name: MechanismNameFn,
-    pub(crate) start: StartFn,
-    pub(crate) step: StepFn,
-    pub(crate) free_exchange: FreeExchangeFn,
-}
-
-/// A SASL mechanism provided by a dynamic plugin. Build one with
-/// [`super::ValidatedPlugin::create_sasl_mechanism`].
+/// A SASL mechanism provided by a dynamic plugin.
 pub struct DynamicMechanism {
-    plugin_name: String,
+    plugin: Arc<str>,
     mechanism_name: String,
     functions: SaslFunctions,
-    /// The plugin's instance; never freed, like the library that owns it.
-    instance: NonNull<c_void>,
+    instance: Instance,
 }
-
-// SAFETY: the instance is a `T: SaslMechanism` (which is `Send + Sync`) behind the export macro's
-// functions, which only take shared references to it; the function pointers are plain code.
-unsafe impl Send for DynamicMechanism {}
-// SAFETY: as for `Send`: concurrent `start` calls reach `&T` with `T: Sync`.
-unsafe impl Sync for DynamicMechanism {}
 
 impl std::fmt::Debug for DynamicMechanism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamicMechanism")
-            .field("plugin", &self.plugin_name)
+            .field("plugin", &self.plugin)
             .field("mechanism", &self.mechanism_name)
             .finish_non_exhaustive()
     }
@@ -62,23 +42,16 @@ impl DynamicMechanism {
     /// `functions` come from a validated table of a library that is never unloaded, and
     /// `instance` is what its `create` returned.
     pub(crate) unsafe fn new(
-        plugin_name: String,
+        plugin: Arc<str>,
         functions: SaslFunctions,
-        instance: *const c_void,
-    ) -> Result<Self, AbiError> {
-        let instance = NonNull::new(instance.cast_mut()).ok_or(AbiError::BadCreateStatus {
-            status: super::layout::CREATE_OK,
-        })?;
-        // SAFETY: a validated function called with the instance its `create` returned.
-        let name = unsafe { (functions.mechanism_name)(instance.as_ptr()) };
-        // SAFETY: the name is owned by the instance, which is never freed or mutated.
-        let name = unsafe { name.as_slice() }
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .filter(|name| !name.is_empty())
-            .ok_or(AbiError::BadMechanismName)?;
+        instance: Instance,
+    ) -> Result<Self, CreateError> {
+        // SAFETY: forwarded from the caller.
+        let mechanism_name =
+            unsafe { owned_name(functions.mechanism_name, instance, "mechanism name") }?;
         Ok(Self {
-            plugin_name,
-            mechanism_name: name.to_owned(),
+            plugin,
+            mechanism_name,
             functions,
             instance,
         })
@@ -86,7 +59,7 @@ impl DynamicMechanism {
 
     /// The name of the plugin that provides this mechanism.
     pub fn plugin_name(&self) -> &str {
-        &self.plugin_name
+        &self.plugin
     }
 }
 
@@ -96,22 +69,10 @@ impl SaslMechanism for DynamicMechanism {
     }
 
     fn start(&self, context: &ExchangeContext) -> Box<dyn SaslExchange> {
-        let (address_family, address) = match context.client_address {
-            IpAddr::V4(v4) => {
-                let mut address = [0u8; 16];
-                for (slot, byte) in address.iter_mut().zip(v4.octets()) {
-                    *slot = byte;
-                }
-                (ADDRESS_FAMILY_V4, address)
-            }
-            IpAddr::V6(v6) => (ADDRESS_FAMILY_V6, v6.octets()),
-        };
         let abi_context = AbiExchangeContext {
-            address_family,
-            reserved: 0,
-            address,
+            address: context.client_address.into(),
             now_ms: context.now_ms,
-            listener: AbiBytes::from_slice(context.listener.as_bytes()),
+            listener: AbiBytes::from_text(&context.listener),
         };
         // SAFETY: a validated function, our instance, and a context (and listener bytes) that
         // outlive the call.
@@ -197,22 +158,28 @@ impl DynamicExchange {
                         None => return self.hidden("the plugin returned a malformed token id"),
                     },
                 };
-                let extensions = match read(result.extensions).map(extensions::decode) {
+                let extensions = match read(result.extensions).map(codec::decode_string_map) {
                     Some(Ok(extensions)) => extensions,
-                    Some(Err(e)) => return self.hidden(&format!("the plugin's {e}")),
+                    Some(Err(e)) => return self.hidden(&format!("the plugin's extensions: {e}")),
                     None => {
                         return self.hidden("the plugin returned a malformed extensions buffer")
                     }
                 };
                 let expiry =
                     (result.has_credential_expiry != 0).then_some(result.credential_expiry_ms);
-                StepOutcome::Complete(
-                    Authenticated::new(authorization_id)
-                        .with_server_final(bytes.to_vec())
-                        .with_credential_expiry_ms(expiry)
-                        .with_token_id(token_id)
-                        .with_extensions(extensions),
-                )
+                let mut authenticated = Authenticated::new(authorization_id)
+                    .with_server_final(bytes.to_vec())
+                    .with_credential_expiry_ms(expiry)
+                    .with_token_id(token_id)
+                    .with_extensions(extensions);
+                if result.has_credential_key != 0 {
+                    let Some(key) = text(result.credential_key) else {
+                        return self.hidden("the plugin returned a malformed credential key");
+                    };
+                    authenticated = authenticated
+                        .with_credential(CredentialId::plugin(self.mechanism.clone(), key));
+                }
+                StepOutcome::Complete(authenticated)
             }
             OUTCOME_UNSET => self.hidden("the plugin did not report a step result"),
             other => self.hidden(&format!("the plugin returned unknown outcome {other}")),

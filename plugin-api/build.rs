@@ -1,6 +1,6 @@
-//! Records which compiler built the framework, so that a dynamic plugin's declaration can carry it
-//! (`portcullis::abi::RUSTC_VERSION`). With the pure C function table a mismatch is only reported
-//! as a warning, so "unknown" is an acceptable fallback when `$RUSTC -vV` cannot be run.
+//! Records which compiler built the plugin API, so that a dynamic plugin's declaration can carry it
+//! (`portcullis_plugin_api::abi::RUSTC_VERSION`). With the pure C function tables a mismatch is only
+//! reported as a warning, so "unknown" is an acceptable fallback when `$RUSTC -vV` cannot be run.
 
 use std::process::Command;
 
@@ -9,7 +9,7 @@ fn main() {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     #[allow(
         clippy::disallowed_methods,
-        reason = "a build script runs at compile time, not in the sans-I/O framework"
+        reason = "a build script runs at compile time, not in the sans-I/O plugin API"
     )]
     let description = Command::new(&rustc)
         .arg("-vV")

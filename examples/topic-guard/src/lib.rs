@@ -1,0 +1,70 @@
+//! A forwarding policy that refuses produce requests to topics matching a pattern, and routes
+//! everything else as the built-in `passthrough` does. A refused topic is answered as Kafka
+//! answers a denied one (TOPIC_AUTHORIZATION_FAILED for its partitions); other topics of the same
+//! request go through.
+//!
+//! ```toml
+//! [forwarding]
+//! policy = "topic-guard"
+//!
+//! [plugins.config.topic-guard]
+//! refuse_produce_to = "^audit\\..*"
+//! ```
+use portcullis_plugin_api::acl::{AclOperation, ResourceType};
+use portcullis_plugin_api::api_keys::PRODUCE;
+use portcullis_plugin_api::authorizer::{Action, RequestContext};
+use portcullis_plugin_api::forwarding::{ForwardingPolicy, RequestInfo, Route};
+use portcullis_plugin_api::{Host, Plugin, PluginError};
+use regex::Regex;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    refuse_produce_to: String,
+}
+
+pub struct TopicGuard {
+    pattern: Regex,
+    host: Host,
+}
+
+impl Plugin for TopicGuard {
+    const NAME: &'static str = "topic-guard";
+    type Config = Config;
+
+    fn new(config: Config, host: &Host) -> Result<Self, PluginError> {
+        let pattern = Regex::new(&config.refuse_produce_to)
+            .map_err(|e| PluginError::invalid_value("refuse_produce_to", e.to_string()))?;
+        Ok(Self {
+            pattern,
+            host: host.clone(),
+        })
+    }
+}
+
+impl ForwardingPolicy for TopicGuard {
+    fn name(&self) -> &str {
+        "topic-guard"
+    }
+
+    fn route(&self, request: &RequestInfo<'_>) -> Route {
+        Route::standard(request.api_key)
+    }
+
+    fn screens_actions(&self) -> bool {
+        true
+    }
+
+    fn admits(&self, context: &RequestContext<'_>, action: &Action<'_>) -> bool {
+        let refused = context.api_key == PRODUCE
+            && action.operation == AclOperation::Write
+            && action.resource.resource_type == ResourceType::Topic
+            && self.pattern.is_match(&action.resource.name);
+        if refused {
+            self.host.counter("refused_produce", 1);
+        }
+        !refused
+    }
+}
+
+portcullis_plugin_api::export_plugins!(forwarding_policy: TopicGuard);
