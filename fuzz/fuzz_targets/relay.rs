@@ -123,7 +123,11 @@ fuzz_target!(|data: &[u8]| {
             let head = awaited.get(index).copied();
             match relay.step(&buffer, head) {
                 Ok(Step::Pass { len, last }) => {
-                    assert!(len > 0 && len <= buffer.len(), "pass of {len} with {} buffered", buffer.len());
+                    assert!(
+                        len > 0 && len <= buffer.len(),
+                        "pass of {len} with {} buffered",
+                        buffer.len()
+                    );
                     let Some(head) = head else {
                         panic!("a pass answers an awaited response");
                     };
@@ -170,7 +174,11 @@ fuzz_target!(|data: &[u8]| {
     // Compare with the reference, response by response.
     for (i, want) in expected_outcomes.iter().enumerate() {
         match want {
-            Outcome::Complete(bytes) => assert_eq!(outcomes.get(i), Some(&Outcome::Complete(bytes.clone())), "response {i}"),
+            Outcome::Complete(bytes) => assert_eq!(
+                outcomes.get(i),
+                Some(&Outcome::Complete(bytes.clone())),
+                "response {i}"
+            ),
             Outcome::Incomplete => {
                 assert_eq!(outcomes.len(), i, "response {i} is incomplete");
                 assert!(error.is_none(), "error {error:?} on an incomplete response");
@@ -182,7 +190,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    if expected_outcomes.iter().all(|o| matches!(o, Outcome::Complete(_))) {
+    if expected_outcomes
+        .iter()
+        .all(|o| matches!(o, Outcome::Complete(_)))
+    {
         assert_eq!(outcomes.len(), awaited.len());
         match trailing {
             Some(Outcome::Error(e)) => assert_eq!(error, Some(e)),
