@@ -541,6 +541,10 @@ async fn authenticate<T: RoundTrip + Send>(
     let mut token = exchange.initial()?;
     for _ in 0..MAX_SASL_ROUNDS {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        // The upstream's session starts when it reads the last SaslAuthenticate, later than this.
+        // Counting from here keeps the re-authentication inside the session however long its
+        // answer takes to come back (through the response side, under load).
+        let sent = Instant::now();
         let response: SaslAuthenticateResponse = call(
             transport,
             ApiKey::SaslAuthenticate,
@@ -562,8 +566,7 @@ async fn authenticate<T: RoundTrip + Send>(
                 return Ok((response.session_lifetime_ms > 0).then(|| Reauth {
                     login: Arc::clone(login),
                     authenticate_version,
-                    due: Instant::now()
-                        + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
+                    due: sent + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
                 }));
             }
             None => return Err(UpstreamError::Incomplete),
