@@ -41,6 +41,10 @@
 #   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
 #                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
+#   --telemetry           also measure, for each Portcullis node of this build, a twin `otel-…`
+#                         that exports every span (trace_sample_ratio = 1.0) and its metrics over
+#                         OTLP/HTTP to a Jaeger all-in-one on loopback (scripts/lib/jaeger.sh,
+#                         built once) and serves /metrics; the report adds exporting ÷ disabled
 #   --profile TOOL        perf | stat | strace: profile the Portcullis under test during its
 #                         runs (perf record -g / perf stat of CPU, context switches and
 #                         migrations / strace -c -f; results in the run directory's profiles/;
@@ -75,6 +79,7 @@ cases=consume,produce,latency,e2e
 authorizer=both
 portcullis_bin=
 baseline_bin=
+telemetry=0
 profile=
 keep=0
 args=("$@")
@@ -95,6 +100,7 @@ while (($#)); do
     --authorizer) authorizer=${2:?}; shift ;;
     --portcullis-bin) portcullis_bin=${2:?}; shift ;;
     --baseline-bin) baseline_bin=${2:?}; shift ;;
+    --telemetry) telemetry=1 ;;
     --profile) profile=${2:?}; shift ;;
     --keep) keep=1 ;;
     -h | --help) sed -n '2,/^# Environment/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -115,6 +121,7 @@ TARGET_DIR=$(cargo_target_dir)
 declare -A PORTCULLIS_PIDS=() BOOTSTRAPS=()
 KAFKA_JAVA_PID=
 PROFILER_PID=
+JAEGER_PID=
 
 cleanup() {
   local rc=$?
@@ -123,6 +130,7 @@ cleanup() {
   for name in "${!PORTCULLIS_PIDS[@]}"; do
     stop_pid "${PORTCULLIS_PIDS[$name]}" 15
   done
+  [[ -n $JAEGER_PID ]] && stop_pid "$JAEGER_PID" 15
   kafka_stop
   if [[ -n $KAFKA_JAVA_PID ]]; then
     stop_pid "$KAFKA_JAVA_PID" 30
@@ -212,17 +220,18 @@ topic_delete() { tool topic-delete "$KAFKA_BOOTSTRAP" "$PLAIN_CONFIG" "$@" >/dev
 
 targets=(kafka)
 BOOTSTRAPS[kafka]=$KAFKA_SASL_BOOTSTRAP
-# start_nodes PREFIX BINARY: the Portcullis nodes of one build (without / with the authorizer).
+# start_nodes PREFIX BINARY [EXTRA_TOML]: the Portcullis nodes of one build (without / with the
+# authorizer), EXTRA_TOML appended to their configs.
 start_nodes() {
-  local prefix=$1 bin=$2
+  local prefix=$1 bin=$2 extra=${3:-}
   if [[ $authorizer == none || $authorizer == both ]]; then
-    bench_start_portcullis "$RUN_DIR/${prefix}portcullis" "$bin"
+    bench_start_portcullis "$RUN_DIR/${prefix}portcullis" "$bin" "$extra"
     PORTCULLIS_PIDS[${prefix}portcullis]=$BENCH_PORTCULLIS_PID
     BOOTSTRAPS[${prefix}portcullis]=$BENCH_PORTCULLIS_BOOTSTRAP
     targets+=("${prefix}portcullis")
   fi
   if [[ $authorizer == acl || $authorizer == both ]]; then
-    bench_start_portcullis "$RUN_DIR/${prefix}portcullis-acl" "$bin" "
+    bench_start_portcullis "$RUN_DIR/${prefix}portcullis-acl" "$bin" "$extra
 [authorizer]
 plugin = \"acl\"
 super_users = [\"User:$KAFKA_ADMIN_USER\"]"
@@ -238,6 +247,61 @@ super_users = [\"User:$KAFKA_ADMIN_USER\"]"
 }
 start_nodes "" "$portcullis_bin"
 [[ -n $baseline_bin ]] && start_nodes base- "$baseline_bin"
+if ((telemetry)); then
+  # Jaeger v2 with an OTLP/HTTP receiver and in-memory storage; its own telemetry off.
+  jaeger_bin=$(scripts/lib/jaeger.sh)
+  mapfile -t jports < <(free_ports 4)
+  mkdir -p "$RUN_DIR/jaeger"
+  cat >"$RUN_DIR/jaeger/jaeger.yaml" <<YAML
+service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: 127.0.0.1:${jports[0]}
+    grpc:
+      endpoint: 127.0.0.1:${jports[1]}
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 10000
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${jports[2]}
+processors:
+  batch:
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+YAML
+  OTEL_TRACES_EXPORTER=none "$jaeger_bin" --config "$RUN_DIR/jaeger/jaeger.yaml" \
+    >"$RUN_DIR/jaeger/jaeger.log" 2>&1 &
+  JAEGER_PID=$!
+  wait_for_port 127.0.0.1 "${jports[2]}" 60 "$JAEGER_PID" ||
+    die "Jaeger did not open its OTLP port (log: $RUN_DIR/jaeger/jaeger.log)"
+  JAEGER_QUERY=http://127.0.0.1:${jports[0]}
+  start_nodes otel- "$portcullis_bin" "
+[telemetry]
+service_name = \"portcullis-bench\"
+otlp_endpoint = \"http://127.0.0.1:${jports[2]}\"
+prometheus_address = \"127.0.0.1:${jports[3]}\"
+trace_sample_ratio = 1.0"
+fi
 
 binary_origin() {
   local commit_file
@@ -257,6 +321,9 @@ machine_info() {
   echo "loadavg:   $(loadavg) (1/5/15 min, before the first run)"
   echo "workload:  $records × $record_size B per produce/consume run, $partitions partition(s), batch.size {$batch_sizes} × acks {$acks_list}; latency probe $latency_rate/s for ${latency_seconds}s (+${latency_warmup}s warm-up, acks=$latency_acks); EndToEndLatency $e2e_records records"
   echo "rounds:    $rounds (target order rotates each round); targets: ${targets[*]}"
+  if ((telemetry)); then
+    echo "telemetry: otel-* nodes export every span (ratio 1.0) and their metrics over OTLP/HTTP to $(basename "$(dirname "$(dirname "$jaeger_bin")")") on loopback; the others have no [telemetry]"
+  fi
   echo "command:   scripts/bench-datapath.sh ${args[*]}"
 }
 mkdir -p "$RUN_DIR/results" "$RUN_DIR/logs" "$RUN_DIR/profiles"
@@ -392,7 +459,23 @@ if [[ $profile == perf ]]; then
     } >"${data%.data}.txt" || true
   done
 fi
+if ((telemetry)); then
+  # The spans did reach Jaeger: the traces (one per client connection) it returns for the
+  # exporting nodes, up to 50 (a larger limit makes this Jaeger answer 500).
+  python3 - "$JAEGER_QUERY" >"$RUN_DIR/jaeger/traces.txt" 2>&1 <<'PY' || true
+import json, sys, urllib.request
+url = sys.argv[1] + "/api/traces?service=portcullis-bench&limit=50&lookback=1h"
+try:
+    data = json.load(urllib.request.urlopen(url, timeout=60))["data"]
+    print(f"Jaeger returned {len(data)} traces (limit 50) with {sum(len(t['spans']) for t in data)} "
+          "spans of service portcullis-bench")
+except Exception as e:  # the figures stand without it; say why it is missing
+    print(f"querying Jaeger failed: {e}")
+PY
+  log "$(cat "$RUN_DIR/jaeger/traces.txt")"
+fi
 python3 scripts/lib/datapath_report.py report "$RUN_DIR" | tee "$RUN_DIR/results.md"
+if ((telemetry)); then tee -a "$RUN_DIR/results.md" <"$RUN_DIR/jaeger/traces.txt"; fi
 mkdir -p "$TARGET_DIR/bench"
 saved=$TARGET_DIR/bench/datapath-$(date -u +%Y%m%dT%H%M%SZ).md
 cp "$RUN_DIR/results.md" "$saved"

@@ -27,6 +27,7 @@ pub mod authorization;
 pub mod authorizer;
 pub mod connection;
 pub mod credentials;
+pub mod envelope;
 pub mod errors;
 pub mod events;
 pub mod forwarding;
@@ -41,6 +42,7 @@ pub mod registry;
 pub mod sasl;
 pub mod secret;
 pub mod store;
+pub mod telemetry;
 pub mod throttle;
 pub mod tokens;
 

@@ -215,6 +215,32 @@ pub enum Condition {
         /// The offset its latest live record must have.
         offset: Option<Offset>,
     },
+    /// `key` has a live record, whatever its offset (its latest record is not a tombstone). A
+    /// deletion decided on a view carries it, so that of two deletions decided on the same view
+    /// only the first is written and reported (the second is decided again, and finds nothing).
+    Live {
+        /// The key.
+        key: RecordKey,
+    },
+}
+
+impl Condition {
+    /// The key the condition is about.
+    pub fn key(&self) -> &RecordKey {
+        match self {
+            Condition::Latest { key, .. } | Condition::Live { key } => key,
+        }
+    }
+
+    /// Whether the condition holds when the key's latest live record is at `current` (`None`:
+    /// no live record). Every store evaluates conditions through this, so a new kind of
+    /// condition cannot be silently ignored by one of them.
+    pub fn holds(&self, current: Option<Offset>) -> bool {
+        match self {
+            Condition::Latest { offset, .. } => current == *offset,
+            Condition::Live { .. } => current.is_some(),
+        }
+    }
 }
 
 /// One atomic append: all of its records or none, and only if its conditions hold.
@@ -388,6 +414,14 @@ pub enum StoreError {
     /// The store cannot do what was asked.
     #[error("the metadata store does not support {0}")]
     Unsupported(String),
+    /// The store cannot be reached (a shared store's cluster is down or refuses the node); what
+    /// is wrong, for logs.
+    #[error("the metadata store is unavailable: {0}")]
+    Unavailable(String),
+    /// The store is shared by a cluster and this node is not (or no longer) its writer; nothing
+    /// was written.
+    #[error("this node is not the metadata writer of its cluster: {0}")]
+    NotLeader(String),
     /// Another process holds the data directory.
     #[error("data directory {0} is in use by another Portcullis process")]
     Locked(String),

@@ -48,6 +48,17 @@ pub enum Command {
     /// Inspect or recover the metadata store.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// A cluster of nodes sharing one store (`[store] kind = "kafka"`).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+/// `portcullis cluster ...`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Shows the cluster's nodes (as they report themselves every second), the writer, and each
+    /// node's applied offset and lag behind the log's end.
+    Status(ConfigArg),
 }
 
 /// `portcullis store ...`.
@@ -159,6 +170,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scram(ScramCommand::List(args)) => scram_list(&args.config, &mut out),
         Command::Scram(ScramCommand::Delete(args)) => scram_delete(&args, &mut out),
         Command::Store(StoreCommand::Check(args)) => store_check(&args.config, &mut out),
+        Command::Cluster(ClusterCommand::Status(args)) => cluster_status(&args.config, &mut out),
         Command::Store(StoreCommand::Recover(args)) => store_recover(&args.config.config, &mut out),
     }
 }
@@ -166,6 +178,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// `store check`: what the store holds, read-only.
 fn store_check(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
+    file_store_only(&config, "store check")?;
     let dir = &config.node.data_dir;
     let log = FileMetadataStore::read_only(dir).with_context(|| {
         format!(
@@ -211,6 +224,7 @@ fn store_check(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
 /// `store recover --accept-loss`.
 fn store_recover(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
+    file_store_only(&config, "store recover")?;
     let dir = &config.node.data_dir;
     let report = FileMetadataStore::recover_accepting_loss(dir).map_err(|e| match e {
         StoreError::Locked(_) => anyhow::Error::new(e).context("stop the node first"),
@@ -247,9 +261,17 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 /// `serve`: logs to stderr (`RUST_LOG`, default `info`), builds the node and runs the server on
 /// a multi-threaded runtime until it stops.
 fn serve(path: &Path) -> anyhow::Result<()> {
-    init_tracing();
-    let config = load_config(path)?;
+    let config = match load_config(path) {
+        Ok(config) => config,
+        Err(e) => {
+            init_tracing();
+            return Err(e);
+        }
+    };
+    // Before the runtime: the OTLP exporters own their threads and blocking HTTP clients.
+    let telemetry = crate::telemetry::init(&config.telemetry)?;
     let node = Node::build(config).context("cannot start the node")?;
+    crate::telemetry::admin::set_store_replayed();
     warn_refused(&node.plugins);
     tracing::info!(
         node = node.config.node.id,
@@ -263,7 +285,31 @@ fn serve(path: &Path) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(crate::server::run(Arc::new(node)))
+    let node = Arc::new(node);
+    let admin = node.config.telemetry.prometheus_address.clone();
+    let served = runtime.block_on(async {
+        if let Some(address) = admin {
+            crate::telemetry::admin::serve(&address, telemetry.prometheus.clone()).await?;
+        }
+        // A node of a cluster also serves its peers' forwarded mutations.
+        let inter_node = match (&node.cluster, &node.config.cluster) {
+            (Some(cluster), Some(config)) => {
+                Some(crate::cluster::listener::spawn(Arc::clone(cluster), config).await?)
+            }
+            _ => None,
+        };
+        let served = crate::server::run(Arc::clone(&node)).await;
+        if let Some(listener) = inter_node {
+            listener.abort();
+        }
+        served
+    });
+    // Leave the election now, so another node takes over without waiting for the session
+    // timeout.
+    node.store.shutdown();
+    drop(runtime);
+    telemetry.shutdown();
+    served
 }
 
 fn init_tracing() {
@@ -545,7 +591,6 @@ fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Re
             args.user
         );
     }
-    let store = open_store(&config)?;
     let salt = portcullis_plugin_scram::random_salt();
     let credential = portcullis_plugin_scram::derive_credential(
         args.mechanism,
@@ -553,13 +598,24 @@ fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Re
         &salt,
         args.iterations,
     );
-    store
-        .append(&[MetadataRecord::ScramCredential {
-            user: args.user.clone(),
-            mechanism: args.mechanism,
-            credential,
-        }])
-        .context("cannot write the credential")?;
+    let record = MetadataRecord::ScramCredential {
+        user: args.user.clone(),
+        mechanism: args.mechanism,
+        credential,
+    };
+    if config.store.kind == config::StoreKind::Kafka {
+        // The cluster's topic, written as its writer would (which fences a running writer: it
+        // is elected again at once). Meant for setting a cluster up before its nodes start;
+        // on a running cluster, AlterUserScramCredentials (kafka-configs) is the way.
+        let settings = node::kafka_store_settings(&config, false)?;
+        portcullis_plugin_kafka_store::write_offline(&settings, &[record])
+            .context("cannot write the credential to the cluster's topic")?;
+    } else {
+        let store = open_store(&config)?;
+        store
+            .append(&[record])
+            .context("cannot write the credential")?;
+    }
     writeln!(
         out,
         "added {} credential for user '{}'",
@@ -572,6 +628,7 @@ fn scram_add(args: &ScramAdd, password: &str, out: &mut dyn Write) -> anyhow::Re
 /// writing it, so it also works while a node runs.
 fn scram_list(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
+    file_store_only(&config, "scram list")?;
     let log = FileMetadataStore::read_only(&config.node.data_dir)
         .context("cannot read the metadata store")?;
     let creds = InMemoryCredentials::new();
@@ -602,6 +659,7 @@ fn scram_list(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
 /// `scram delete`: appends a removal; an absent credential is an error.
 fn scram_delete(args: &ScramDelete, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(&args.config.config)?;
+    file_store_only(&config, "scram delete")?;
     let store = open_store(&config)?;
     let creds = InMemoryCredentials::new();
     load_credentials(&store, &creds).context("cannot read the metadata store")?;
@@ -619,6 +677,77 @@ fn scram_delete(args: &ScramDelete, out: &mut dyn Write) -> anyhow::Result<()> {
         "deleted {} credential for user '{}'",
         args.mechanism, args.user
     )?;
+    Ok(())
+}
+
+/// `cluster status`: the nodes' latest reports (status topic) and the log's end offset.
+fn cluster_status(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let settings = node::kafka_store_settings(&config, false)?;
+    let topics = portcullis_plugin_kafka_store::Topics::for_log(&settings.topic);
+    let status = portcullis_plugin_kafka_store::read_cluster_status(
+        &settings.connection,
+        &topics,
+        std::time::Duration::from_secs(10),
+    )
+    .map_err(|e| anyhow::anyhow!(e))
+    .context("cannot read the cluster's status")?;
+    let now = crate::services::now_ms();
+    // A node that has not reported for this long is shown as gone (it reports every second).
+    const STALE_MS: i64 = 10_000;
+    let writer = status
+        .nodes
+        .values()
+        .filter(|n| n.role == "writer" && now - n.reported_at_ms <= STALE_MS)
+        .max_by_key(|n| n.term);
+    writeln!(
+        out,
+        "cluster {} (topic {}): log end offset {}, writer: {}",
+        settings.cluster_id,
+        topics.metadata,
+        status.log_end,
+        writer.map_or("none".to_owned(), |w| format!(
+            "node {} at {} (term {})",
+            w.node_id,
+            w.address,
+            w.term.unwrap_or_default()
+        ))
+    )?;
+    writeln!(
+        out,
+        "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  LAST REPORT",
+        "NODE", "ADDRESS", "ROLE", "APPLIED", "LAG"
+    )?;
+    for node in status.nodes.values() {
+        let age = now - node.reported_at_ms;
+        let role = if age > STALE_MS {
+            "gone"
+        } else {
+            node.role.as_str()
+        };
+        writeln!(
+            out,
+            "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  {:.1}s ago",
+            node.node_id,
+            node.address,
+            role,
+            node.applied,
+            status.log_end.saturating_sub(node.applied),
+            age as f64 / 1000.0
+        )?;
+    }
+    Ok(())
+}
+
+/// The offline tools that read or change the node's own file log; with a shared store they would
+/// act on a directory the node does not use.
+fn file_store_only(config: &Config, command: &str) -> anyhow::Result<()> {
+    if config.store.kind == config::StoreKind::Kafka {
+        bail!(
+            "`portcullis {command}` works on the file store; this node's store is the cluster's \
+             topic (use kafka-configs / kafka-acls against any node, or `portcullis cluster status`)"
+        );
+    }
     Ok(())
 }
 

@@ -3,12 +3,15 @@
 //! `portcullis` framework; this crate does the I/O around it.
 
 pub mod cli;
+pub mod cluster;
 pub mod config;
+pub mod delegated_config;
 pub mod node;
 pub mod plugin_config;
 pub mod plugin_loader;
 pub mod server;
 pub mod services;
 pub mod store_writer;
+pub mod telemetry;
 pub mod tls_peer;
 pub mod views;

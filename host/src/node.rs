@@ -31,6 +31,9 @@ use portcullis::sasl::SaslMechanism;
 use portcullis::store::{MetadataStore, StoreError};
 use portcullis::tokens::{TokenConfig, TokenManager};
 use portcullis::{PluginError, PluginKind};
+use portcullis_plugin_kafka_store::{
+    KafkaConnection, KafkaMetadataStore, KafkaStoreSettings, SaslSettings, TlsSettings,
+};
 use portcullis_plugin_login::ResolvedLogin;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
@@ -41,7 +44,7 @@ use portcullis_plugin_plain as _;
 use portcullis_plugin_scram as _;
 use portcullis_plugin_stores as _;
 
-use crate::config::Config;
+use crate::config::{Config, StoreKind};
 use crate::plugin_config::{PluginConfigError, PluginTables};
 use crate::plugin_loader::{load_plugin_dir, PluginLoadReport};
 use crate::services::{spawn_subscriber, HostContext, PluginStats, SubscriberStats};
@@ -51,8 +54,11 @@ use crate::store_writer::StoreWriter;
 pub struct Node {
     /// The validated configuration.
     pub config: Config,
-    /// The metadata store (for the file store: holds the data directory's lock).
-    pub store: Arc<dyn MetadataStore>,
+    /// The metadata store: the embedded file log (holds the data directory's lock) or the
+    /// cluster's shared topic.
+    pub store: NodeStore,
+    /// The node's part in its cluster, when its store is shared.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Appends to the store off the request path, group-committed.
     pub writer: StoreWriter,
     /// The delegation-token manager, when tokens are enabled.
@@ -91,7 +97,7 @@ impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Node")
             .field("config", &self.config)
-            .field("store", &self.store.location())
+            .field("store", &self.store.shared().location())
             .field("credentials", &self.credentials)
             .field(
                 "mechanisms",
@@ -116,6 +122,9 @@ pub enum NodeError {
     /// No metadata store of that name is built in.
     #[error("no metadata store named `{0}` is built into this binary")]
     UnknownStore(String),
+    /// `[cluster]` could not be set up.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// A plugin refused its configuration or failed to start.
     #[error(transparent)]
     PluginConfig(#[from] PluginConfigError),
@@ -258,7 +267,7 @@ impl Node {
         // every write (through the store writer, or offline before the start) reaches the views
         // the same way.
         crate::views::follow(
-            store.as_ref(),
+            store.shared().as_ref(),
             Arc::clone(&credentials),
             tokens.clone(),
             events.clone(),
@@ -277,7 +286,7 @@ impl Node {
             token_view,
         );
         let assembly = assemble(&config, &context)?;
-        let authorizer = build_authorizer(&config, &context, &assembly, &store, &events)?;
+        let authorizer = build_authorizer(&config, &context, &assembly, &store.shared(), &events)?;
         // A policy that refuses actions is enforced through the authorization map: its refusals
         // come before the authorizer's decisions (which allow everything when there is none).
         let authorizer = if assembly.policy.screens_actions() {
@@ -289,6 +298,8 @@ impl Node {
             authorizer
         };
         let authorizer = audited(&config, authorizer)?;
+        // Every check becomes an `authorize` span and counts (docs/observability.md).
+        let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
         let local_handlers = local_handlers(
             &credentials,
             tokens.clone(),
@@ -296,12 +307,29 @@ impl Node {
             config.delegation_tokens.accept_token_without_extension,
         );
         // Every view has replayed the log: what the store kept for the replay is not needed.
-        store.replay_done();
-        let writer =
-            StoreWriter::start(Arc::clone(&store)).map_err(|source| NodeError::Thread {
-                what: "store writer".to_owned(),
-                source,
-            })?;
+        store.shared().replay_done();
+        let writer = StoreWriter::start(store.shared()).map_err(|source| NodeError::Thread {
+            what: "store writer".to_owned(),
+            source,
+        })?;
+        let cluster = match (&store, &config.cluster) {
+            (NodeStore::Kafka(shared), Some(cluster_config)) => {
+                let cluster = crate::cluster::Cluster::new(
+                    cluster_config,
+                    config.node.id,
+                    Arc::clone(shared),
+                    writer.clone(),
+                    local_handlers.clone(),
+                    authorizer.clone(),
+                    Arc::clone(&assembly.principal_builder),
+                )
+                .map_err(|e| NodeError::Cluster(e.to_string()))?;
+                let cluster = Arc::new(cluster);
+                writer.attach_cluster(Arc::clone(&cluster));
+                Some(cluster)
+            }
+            _ => None,
+        };
 
         // A credential removed or changed closes the sessions that used it, at once.
         let sessions = ReauthScheduler::new();
@@ -342,9 +370,11 @@ impl Node {
             subscribers.push(counts);
         }
 
+        crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
         Ok(Node {
             config,
             store,
+            cluster,
             writer,
             tokens,
             credentials,
@@ -355,7 +385,9 @@ impl Node {
             upstream_login: assembly.upstream_login,
             plugins: assembly.plugins,
             sessions,
-            metrics: Arc::new(SecurityMetrics::default()),
+            metrics: Arc::new(SecurityMetrics::with_recorder(
+                crate::telemetry::metrics::OtelRecorder::shared(),
+            )),
             authorizer,
             local_handlers,
             context,
@@ -369,13 +401,131 @@ impl Node {
     }
 }
 
-/// Opens the node's metadata store (the built-in `file` store in the data directory).
-fn open_store(config: &Config) -> Result<Arc<dyn MetadataStore>, NodeError> {
-    let name = registry::DEFAULT_STORE;
-    let factory = registry::stores()
-        .find(|f| f.name == name)
-        .ok_or_else(|| NodeError::UnknownStore(name.to_owned()))?;
-    (factory.open)(&StoreSettings::new(&config.node.data_dir)).map_err(NodeError::Store)
+/// Where the node's metadata log is (`[store] kind`).
+#[derive(Clone)]
+pub enum NodeStore {
+    /// The node's own log: the built-in `file` store in the data directory.
+    File(Arc<dyn MetadataStore>),
+    /// A compacted topic of the upstream cluster, shared with the other nodes of the cluster.
+    Kafka(Arc<KafkaMetadataStore>),
+}
+
+impl fmt::Debug for NodeStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeStore::File(store) => write!(f, "File({})", store.location()),
+            NodeStore::Kafka(store) => write!(f, "Kafka({})", store.location()),
+        }
+    }
+}
+
+impl NodeStore {
+    /// The store behind the `MetadataStore` trait.
+    pub fn shared(&self) -> Arc<dyn MetadataStore> {
+        match self {
+            NodeStore::File(store) => Arc::clone(store),
+            NodeStore::Kafka(store) => Arc::clone(store) as Arc<dyn MetadataStore>,
+        }
+    }
+
+    /// Stops following a shared log and leaves the election at once (a successor need not wait
+    /// for the session timeout); nothing to do for the file store.
+    pub fn shutdown(&self) {
+        if let NodeStore::Kafka(store) = self {
+            store.shutdown();
+        }
+    }
+}
+
+/// Opens the configured store: the built-in `file` store in `node.data_dir`, or the cluster's
+/// topic (replayed before this returns).
+///
+/// The kafka store is not chosen through the store registry: it is opened with the node's
+/// `[upstream]` connection, `[store]` and `[cluster]` settings, which the registry's
+/// `StoreSettings` (a data directory) do not carry.
+///
+/// # Errors
+/// The store cannot be opened.
+pub fn open_store(config: &Config) -> Result<NodeStore, NodeError> {
+    match config.store.kind {
+        StoreKind::File => {
+            let name = registry::DEFAULT_STORE;
+            let factory = registry::stores()
+                .find(|f| f.name == name)
+                .ok_or_else(|| NodeError::UnknownStore(name.to_owned()))?;
+            let store = (factory.open)(&StoreSettings::new(&config.node.data_dir))
+                .map_err(NodeError::Store)?;
+            Ok(NodeStore::File(store))
+        }
+        StoreKind::Kafka => Ok(NodeStore::Kafka(Arc::new(
+            KafkaMetadataStore::open(kafka_store_settings(config, true)?)
+                .map_err(NodeError::Store)?,
+        ))),
+    }
+}
+
+/// The kafka store's settings from `[store]`, `[cluster]` and `[upstream]`.
+///
+/// # Errors
+/// [`NodeError::Store`] when `[store]` is not a kafka store with a cluster id.
+pub fn kafka_store_settings(config: &Config, elect: bool) -> Result<KafkaStoreSettings, NodeError> {
+    let cluster_id = config
+        .store
+        .cluster_id
+        .clone()
+        .filter(|_| config.store.kind == StoreKind::Kafka)
+        .ok_or_else(|| {
+            NodeError::Store(StoreError::Unsupported(
+                "this needs [store] kind = \"kafka\" with a cluster_id".to_owned(),
+            ))
+        })?;
+    let upstream = &config.upstream;
+    let sasl = match (
+        &upstream.sasl_mechanism,
+        &upstream.username,
+        &upstream.password,
+    ) {
+        (Some(mechanism), Some(username), Some(password))
+            if upstream.security_protocol.uses_sasl() =>
+        {
+            Some(SaslSettings {
+                mechanism: mechanism.clone(),
+                username: username.clone(),
+                password: password.expose().to_owned(),
+            })
+        }
+        _ => None,
+    };
+    let tls = upstream.security_protocol.uses_tls().then(|| {
+        let t = upstream.tls.clone().unwrap_or_default();
+        TlsSettings {
+            ca_file: t.ca_file,
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            verify_server_name: t.verify_server_name,
+        }
+    });
+    let connection = KafkaConnection {
+        bootstrap_servers: upstream.bootstrap_servers.clone(),
+        security_protocol: upstream.security_protocol.name().to_owned(),
+        sasl,
+        tls,
+    };
+    let advertised = config
+        .cluster
+        .as_ref()
+        .map(|c| c.advertised().to_owned())
+        .unwrap_or_default();
+    let mut settings = KafkaStoreSettings::new(
+        connection,
+        config.store.topic.clone(),
+        cluster_id,
+        config.node.id,
+        advertised,
+    );
+    settings.session_timeout = std::time::Duration::from_millis(config.store.session_timeout_ms);
+    settings.elect = elect;
+    Ok(settings)
 }
 
 /// The configured authorizer, if any, built on the store (a built-in one replays its ACLs).
@@ -461,7 +611,11 @@ fn local_handlers(
         authorizer.clone(),
         reserve_token_ids,
     ));
-    handlers.extend(DelegationTokenApis::handlers(tokens, authorizer));
+    handlers.extend(DelegationTokenApis::handlers_recording(
+        tokens,
+        authorizer,
+        Some(crate::telemetry::metrics::OtelRecorder::shared()),
+    ));
     handlers
 }
 
@@ -798,8 +952,16 @@ fn build_policy(
         builtin,
         registry::policies().map(|f| f.name),
         |factory| {
+            // `delegated` is configured in `[forwarding.delegated]`, not a `[plugins.*]` table.
+            let delegated_text;
+            let text = if factory.name == "delegated" {
+                delegated_text = config.forwarding.delegated.policy_text();
+                delegated_text.as_str()
+            } else {
+                tables.text(name)
+            };
             (factory.build)(
-                tables.text(name),
+                text,
                 &context.host_for(name),
                 &ForwardingSettings::new(deny.clone()),
             )

@@ -1,13 +1,13 @@
 //! The host's implementations of the framework's service traits: the SCRAM credential admin
-//! over the metadata store, the audit log file, the metrics snapshot, and the services every
+//! over the metadata store, the audit log file, plugin metrics, and the services every
 //! plugin gets ([`HostContext`]: logging, credential and token views, time, metrics), with the
 //! threads that run event subscribers and the login module's credential refresh.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +20,6 @@ use portcullis::credentials::{
 };
 use portcullis::events::{EventBus, EventSubscriber};
 use portcullis::local::scram_credentials::{CredentialAdmin, CredentialChange};
-use portcullis::metrics::SecurityMetrics;
 use portcullis::store::MetadataRecord;
 use portcullis::{Host, HostServices, Level, MetricKind};
 use portcullis_plugin_scram::credential_from_salted_password;
@@ -56,16 +55,26 @@ impl CredentialAdmin for StoreCredentialAdmin {
                     iterations,
                     salt,
                     salted_password,
-                } => Some(MetadataRecord::ScramCredential {
-                    user: user.clone(),
-                    mechanism: *mechanism,
-                    credential: credential_from_salted_password(
+                } => {
+                    let credential = credential_from_salted_password(
                         *mechanism,
                         salted_password,
                         salt,
                         *iterations,
-                    ),
-                }),
+                    );
+                    // The same credential again (a request retried after its first answer was
+                    // lost, e.g. by a forwarding node whose writer died) changes nothing: no
+                    // record, so that a mutation is never applied twice.
+                    let unchanged = self
+                        .credentials
+                        .scram(user, *mechanism)
+                        .is_some_and(|current| current == credential);
+                    (!unchanged).then(|| MetadataRecord::ScramCredential {
+                        user: user.clone(),
+                        mechanism: *mechanism,
+                        credential,
+                    })
+                }
                 CredentialChange::Delete { user, mechanism } => {
                     Some(MetadataRecord::RemoveScramCredential {
                         user: user.clone(),
@@ -123,77 +132,6 @@ impl AuditSink for FileAuditSink {
         if let Err(TrySendError::Full(_)) = self.sender.try_send(line) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
-    }
-}
-
-/// Writes the counters as JSON to `path` (atomically, through a temporary file and a rename),
-/// with what the plugins published and how their event subscribers keep up.
-pub fn write_metrics_snapshot(
-    metrics: &SecurityMetrics,
-    sessions: usize,
-    plugins: &PluginStats,
-    path: &Path,
-) -> std::io::Result<()> {
-    let s = metrics.snapshot();
-    let json = serde_json::json!({
-        "plugins": plugins.metrics_json(),
-        "event_subscribers": plugins.subscribers_json(),
-        "successful_authentication": s.successful_authentication,
-        "failed_authentication": s.failed_authentication,
-        "successful_reauthentication": s.successful_reauthentication,
-        "failed_reauthentication": s.failed_reauthentication,
-        "expired_connections_killed": s.expired_connections_killed,
-        "revoked_connections_closed": s.revoked_connections_closed,
-        "sessions": sessions,
-    });
-    let tmp: PathBuf = path.with_extension("tmp");
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(json.to_string().as_bytes())?;
-    }
-    fs::rename(&tmp, path)
-}
-
-/// Runs the metrics snapshot and log loops until the runtime stops.
-pub fn spawn_metrics_reporting(
-    metrics: Arc<SecurityMetrics>,
-    sessions: portcullis::reauth::ReauthScheduler,
-    plugins: Arc<PluginStats>,
-    config: &crate::config::MetricsConfig,
-) {
-    if let Some(path) = config.snapshot_file.clone() {
-        let interval = Duration::from_millis(config.snapshot_interval_ms.max(1));
-        let (metrics, sessions) = (Arc::clone(&metrics), sessions.clone());
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            loop {
-                ticker.tick().await;
-                if let Err(e) = write_metrics_snapshot(&metrics, sessions.len(), &plugins, &path) {
-                    tracing::warn!(error = %e, path = %path.display(), "cannot write the metrics snapshot");
-                }
-            }
-        });
-    }
-    if config.log_interval_ms > 0 {
-        let interval = Duration::from_millis(config.log_interval_ms);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.tick().await;
-            loop {
-                ticker.tick().await;
-                let s = metrics.snapshot();
-                tracing::info!(
-                    successful_authentication = s.successful_authentication,
-                    failed_authentication = s.failed_authentication,
-                    successful_reauthentication = s.successful_reauthentication,
-                    failed_reauthentication = s.failed_reauthentication,
-                    expired_connections_killed = s.expired_connections_killed,
-                    revoked_connections_closed = s.revoked_connections_closed,
-                    sessions = sessions.len(),
-                    "security metrics"
-                );
-            }
-        });
     }
 }
 
@@ -259,7 +197,10 @@ pub fn spawn_token_sweep(
         loop {
             for batch in batches {
                 match writer.persist(batch).await {
-                    Ok(_) | Err(portcullis::local::PersistError::Conflict) => {}
+                    // NotLeader: in a cluster, the writer sweeps (every node sees the removal).
+                    Ok(_)
+                    | Err(portcullis::local::PersistError::Conflict)
+                    | Err(portcullis::local::PersistError::NotLeader) => {}
                     Err(e) => {
                         tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
                     }
@@ -368,6 +309,69 @@ impl HostServices for PluginServices {
     fn publish_metric(&self, kind: MetricKind, name: &str, value: f64) {
         self.context.stats.record(&self.plugin, kind, name, value);
     }
+
+    fn span_enter(&self, name: &str) -> u64 {
+        plugin_spans::enter(&self.plugin, name)
+    }
+
+    fn span_exit(&self, handle: u64) {
+        plugin_spans::exit(handle);
+    }
+}
+
+/// The spans plugins open through their services. A plugin is called synchronously on the
+/// host's thread, so an open span lives on that thread's stack (entered, hence current: the
+/// plugin's log lines and inner spans go under it) until the plugin closes it.
+mod plugin_spans {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use portcullis::telemetry::SPAN_TARGET;
+
+    /// Spans open at once on one thread, at most: a plugin that never closes its spans cannot
+    /// grow the stack without bound (further spans are refused: handle 0).
+    const MAX_OPEN: usize = 32;
+
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+
+    thread_local! {
+        static OPEN: RefCell<Vec<(u64, tracing::span::EnteredSpan)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn enter(plugin: &str, name: &str) -> u64 {
+        let span = tracing::info_span!(
+            target: SPAN_TARGET,
+            "plugin",
+            otel.name = tracing::field::Empty,
+            portcullis.plugin = plugin,
+        );
+        if span.is_disabled() {
+            return 0;
+        }
+        span.record("otel.name", name);
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            if open.len() >= MAX_OPEN {
+                return 0;
+            }
+            let handle = NEXT.fetch_add(1, Ordering::Relaxed);
+            open.push((handle, span.entered()));
+            handle
+        })
+    }
+
+    /// Closes `handle` and whatever was opened inside it, innermost first; an unknown handle
+    /// (closed already, or opened on another thread) changes nothing.
+    pub(super) fn exit(handle: u64) {
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            if let Some(at) = open.iter().position(|(h, _)| *h == handle) {
+                while open.len() > at {
+                    drop(open.pop());
+                }
+            }
+        });
+    }
 }
 
 /// A published metric: a counter's sum, a gauge's last value, a histogram's count and sum.
@@ -377,8 +381,9 @@ struct MetricValue {
     value: f64,
 }
 
-/// What plugins published, and how each event subscriber keeps up. The metrics snapshot file
-/// holds them (`plugins`, `event_subscribers`); the OpenTelemetry export will read the same.
+/// What plugins published, and how each event subscriber keeps up; exported as the
+/// `portcullis.plugin.metric` and `portcullis.event_subscriber.events` instruments
+/// (`crate::telemetry::metrics::observe_plugin_stats`).
 #[derive(Debug, Default)]
 pub struct PluginStats {
     metrics: Mutex<BTreeMap<(String, String), (MetricKind, MetricValue)>>,
@@ -415,6 +420,15 @@ impl PluginStats {
         }
     }
 
+    /// Every published metric: plugin, name, kind, observations and value (a counter's or
+    /// histogram's sum, a gauge's last).
+    pub fn each_metric(&self, mut visit: impl FnMut(&str, &str, MetricKind, u64, f64)) {
+        let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
+        for ((plugin, name), (kind, value)) in metrics.iter() {
+            visit(plugin, name, *kind, value.count, value.value);
+        }
+    }
+
     /// A published metric's current value (a counter's or histogram's sum, a gauge's last).
     pub fn metric(&self, plugin: &str, name: &str) -> Option<f64> {
         let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
@@ -423,7 +437,8 @@ impl PluginStats {
             .map(|(_, v)| v.value)
     }
 
-    fn metrics_json(&self) -> serde_json::Value {
+    /// The published metrics as JSON (`{plugin: {name: value}}`), for `portcullis plugins`-style dumps.
+    pub fn metrics_json(&self) -> serde_json::Value {
         let metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = serde_json::Map::new();
         for ((plugin, name), (kind, value)) in metrics.iter() {
@@ -443,7 +458,8 @@ impl PluginStats {
         serde_json::Value::Object(out)
     }
 
-    fn subscribers_json(&self) -> serde_json::Value {
+    /// Each subscriber's counts as JSON.
+    pub fn subscribers_json(&self) -> serde_json::Value {
         let subscribers = self
             .subscribers
             .lock()
@@ -645,5 +661,27 @@ mod tests {
         assert_eq!(json["p"]["latency"]["count"], 2);
         assert_eq!(json["p"]["latency"]["sum"], 4.0);
         assert_eq!(stats.metric("other", "requests"), None);
+    }
+
+    /// An upsert of the credential a user already has writes nothing: a request retried after
+    /// its answer was lost (a forwarding node whose writer died) is not applied twice.
+    #[test]
+    fn an_unchanged_credential_needs_no_record() {
+        let credentials = Arc::new(InMemoryCredentials::new());
+        let admin = StoreCredentialAdmin::new(Arc::clone(&credentials));
+        let upsert = |salt: &[u8]| CredentialChange::Upsert {
+            user: "alice".into(),
+            mechanism: ScramMechanism::Sha256,
+            iterations: 4096,
+            salt: salt.to_vec(),
+            salted_password: vec![7; 32],
+        };
+        let records = admin.records(&[upsert(b"salt-1")]);
+        assert_eq!(records.len(), 1);
+        if let MetadataRecord::ScramCredential { credential, .. } = &records[0] {
+            credentials.upsert("alice", ScramMechanism::Sha256, credential.clone());
+        }
+        assert!(admin.records(&[upsert(b"salt-1")]).is_empty());
+        assert_eq!(admin.records(&[upsert(b"salt-2")]).len(), 1);
     }
 }

@@ -14,7 +14,7 @@
 //! flowing meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use portcullis::local::{PersistError, PersistOutcome};
 use portcullis::store::{AppendBatch, MetadataStore};
@@ -34,6 +34,9 @@ struct Job {
 #[derive(Clone)]
 pub struct StoreWriter {
     jobs: mpsc::Sender<Job>,
+    /// The node's cluster, when its store is shared (`[store] kind = "kafka"`): mutations run
+    /// where the cluster's writer is (see `crate::cluster`).
+    cluster: Arc<OnceLock<Arc<crate::cluster::Cluster>>>,
 }
 
 impl std::fmt::Debug for StoreWriter {
@@ -53,7 +56,20 @@ impl StoreWriter {
         std::thread::Builder::new()
             .name("portcullis-store-writer".into())
             .spawn(move || write_loop(&store, queue, &compacting))?;
-        Ok(Self { jobs })
+        Ok(Self {
+            jobs,
+            cluster: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// Attaches the node's cluster (once).
+    pub fn attach_cluster(&self, cluster: Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The node's cluster, when its store is shared.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
     }
 
     /// Appends `batch` and returns once it is durable and applied to the node's views (or why

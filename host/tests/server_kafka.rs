@@ -14,6 +14,8 @@
     reason = "an integration test reports a failure by panicking"
 )]
 
+mod wire_common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -85,20 +87,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> KafkaClient<S> {
     fn encode<T: Encodable>(&mut self, api: ApiKey, version: i16, body: &T) -> (i32, Bytes) {
         let correlation_id = self.next_id;
         self.next_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("server-test")));
-        let mut payload = BytesMut::new();
-        header
-            .encode(&mut payload, api.request_header_version(version))
-            .unwrap();
-        body.encode(&mut payload, version).unwrap();
-        let mut frame = BytesMut::new();
-        frame.extend_from_slice(&i32::try_from(payload.len()).unwrap().to_be_bytes());
-        frame.extend_from_slice(&payload);
-        (correlation_id, frame.freeze())
+        let frame = wire_common::request_frame(api, version, correlation_id, "server-test", body);
+        (correlation_id, frame)
     }
 
     async fn write(&mut self, bytes: &[u8]) {
@@ -270,7 +260,7 @@ connect_timeout_ms = 10000
             mechanism: ScramMechanism::Sha512,
             credential,
         };
-        node.store.append(&[record]).unwrap();
+        node.store.shared().append(&[record]).unwrap();
         let node = Arc::new(node);
         let server = Server::bind(ServerParts::from_node(&node)).await.unwrap();
         let address = server.local_addr().unwrap();

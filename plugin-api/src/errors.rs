@@ -53,6 +53,12 @@ impl ErrorCode {
     pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);
     /// POLICY_VIOLATION.
     pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+    /// REQUEST_TIMED_OUT.
+    pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
+    /// NOT_CONTROLLER: this node is not the cluster's writer (KIP-590: the forwarder retries).
+    pub const NOT_CONTROLLER: ErrorCode = ErrorCode(41);
+    /// PRINCIPAL_DESERIALIZATION_FAILURE: an Envelope's principal could not be read.
+    pub const PRINCIPAL_DESERIALIZATION_FAILURE: ErrorCode = ErrorCode(97);
 
     /// The Kafka name of the code, for logs and messages.
     pub fn name(self) -> &'static str {
@@ -60,6 +66,9 @@ impl ErrorCode {
             0 => "NONE",
             -1 => "UNKNOWN_SERVER_ERROR",
             3 => "UNKNOWN_TOPIC_OR_PARTITION",
+            7 => "REQUEST_TIMED_OUT",
+            41 => "NOT_CONTROLLER",
+            97 => "PRINCIPAL_DESERIALIZATION_FAILURE",
             29 => "TOPIC_AUTHORIZATION_FAILED",
             30 => "GROUP_AUTHORIZATION_FAILED",
             31 => "CLUSTER_AUTHORIZATION_FAILED",

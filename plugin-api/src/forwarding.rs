@@ -12,6 +12,10 @@ use crate::principal::Principal;
 pub enum UpstreamIdentity {
     /// Portcullis' own upstream credentials (the login module's identity).
     Service,
+    /// The session's own principal: the host opens the upstream connection with an upstream
+    /// delegation token owned by that principal (KIP-373), so the upstream authorizes, throttles
+    /// and logs the client, not Portcullis.
+    Delegated,
 }
 
 /// Where a request goes.

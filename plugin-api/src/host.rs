@@ -57,6 +57,43 @@ pub trait HostServices: Send + Sync {
     fn tokens(&self) -> Arc<dyn TokenView>;
     /// Publishes a metric value under the plugin's name.
     fn publish_metric(&self, kind: MetricKind, name: &str, value: f64);
+    /// Opens a span `name` under the host's current span (the request, the authorization, the
+    /// SASL exchange the plugin was called for) and makes it current on this thread; returns its
+    /// handle, 0 when the host traces nothing. Plugins use [`Host::span`].
+    fn span_enter(&self, name: &str) -> u64 {
+        let _ = name;
+        0
+    }
+    /// Closes the span `handle` (and any span opened inside it and left open).
+    fn span_exit(&self, handle: u64) {
+        let _ = handle;
+    }
+}
+
+/// A span a plugin opened with [`Host::span`]: current on this thread until dropped, so the
+/// plugin's log lines and any span it opens inside belong to it. Not `Send`: a span is entered
+/// on one thread and must be left there.
+#[must_use = "the span closes when this is dropped"]
+pub struct PluginSpan {
+    services: Arc<dyn HostServices>,
+    handle: u64,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl fmt::Debug for PluginSpan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PluginSpan")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PluginSpan {
+    fn drop(&mut self) {
+        if self.handle != 0 {
+            self.services.span_exit(self.handle);
+        }
+    }
 }
 
 /// The host, as a plugin sees it. Cheap to clone; keep one if the plugin needs services after
@@ -143,6 +180,16 @@ impl Host {
     pub fn histogram(&self, name: &str, value: f64) {
         self.services
             .publish_metric(MetricKind::Histogram, name, value);
+    }
+    /// Opens a span `name` under the host's current span; it stays current on this thread until
+    /// the returned guard is dropped. Without a tracing host this costs one call and nothing is
+    /// recorded. Never put a secret in a span's name.
+    pub fn span(&self, name: &str) -> PluginSpan {
+        PluginSpan {
+            services: Arc::clone(&self.services),
+            handle: self.services.span_enter(name),
+            _not_send: std::marker::PhantomData,
+        }
     }
     /// The services behind this handle.
     pub fn services(&self) -> &Arc<dyn HostServices> {

@@ -36,7 +36,7 @@ pub mod sasl;
 pub mod secret;
 
 pub use abi::PluginKind;
-pub use host::{Host, HostServices, Level, MetricKind};
+pub use host::{Host, HostServices, Level, MetricKind, PluginSpan};
 pub use plugin::{parse_config, ConfigError, NoConfig, Plugin, PluginError};
 
 /// This crate's version, written into every dynamic plugin's declaration; the host loads plugins

@@ -171,6 +171,34 @@ def load_range(rows):
     return f"{min(ones):.1f}–{max(ones):.1f}" if ones else "-"
 
 
+def telemetry_ab(by, throughput, targets, ok):
+    """--telemetry: each `otel-X` node (exporting every span to Jaeger) against its twin `X`
+    (telemetry disabled), per round."""
+    pairs = [(t, t[len("otel-"):]) for t in targets if t.startswith("otel-") and t[len("otel-"):] in targets]
+    if not pairs:
+        return
+    print("## Telemetry exporting ÷ disabled, same run\n")
+    print("Per round: the exporting node's MB/s over its disabled twin's in the same round, and its "
+          "Portcullis CPU s/GiB over the twin's; min / median / max over rounds.\n")
+    print("| case | nodes | MB/s disabled / exporting (median) | throughput ratio min / median / max | CPU ratio min / median / max |")
+    print("|---|---|---|---|---|")
+    for case in throughput:
+        for otel, plain in pairs:
+            a_runs, b_runs = by[case].get(plain, {}), by[case].get(otel, {})
+            rounds = [n for n in b_runs if ok(b_runs[n]) and ok(a_runs.get(n))]
+            tput = [b_runs[n]["metrics"]["mb_per_s"] / a_runs[n]["metrics"]["mb_per_s"]
+                    for n in rounds if a_runs[n]["metrics"]["mb_per_s"] > 0]
+            cpu = [(b_runs[n]["portcullis_cpu_s"] / b_runs[n]["bytes_moved"])
+                   / (a_runs[n]["portcullis_cpu_s"] / a_runs[n]["bytes_moved"])
+                   for n in rounds
+                   if b_runs[n]["bytes_moved"] and a_runs[n]["bytes_moved"] and a_runs[n]["portcullis_cpu_s"] > 0]
+            print(f"| {case} | {otel} vs {plain} | "
+                  f"{med([a_runs[n]['metrics']['mb_per_s'] for n in rounds], '{:.1f}')} / "
+                  f"{med([b_runs[n]['metrics']['mb_per_s'] for n in rounds], '{:.1f}')} | "
+                  f"{spread(tput, '{:.3f}')} | {spread(cpu, '{:.3f}')} |")
+    print()
+
+
 def cmd_report(a):
     rows = load(a.run)
     print("## Machine and run\n\n```")
@@ -213,6 +241,7 @@ def cmd_report(a):
                       f"{'—' if target == REFERENCE else spread(ratios)} | {med(kcpu)} | "
                       f"{'—' if target == REFERENCE else med(pcpu)} | {load_range(list(runs.values()))} |")
         print()
+        telemetry_ab(by, throughput, targets, ok)
 
     if "latency" in by:
         print("## Added latency at a fixed rate (open-loop probe, end to end, same run)\n")

@@ -256,6 +256,10 @@ class PortcullisProcess:
         lines += ["[upstream]"]
         lines += [f"{k} = {toml_value(v)}" for k, v in upstream.items()]
         lines += ["", "[forwarding]", 'policy = "passthrough"', "deny_api_keys = []", ""]
+        if os.environ.get("INTEROP_STORE") == "kafka":
+            # The kafka-store variant of the suite (scripts/test.sh): each node a one-node cluster.
+            from cluster_support import single_node_store_sections
+            lines += [single_node_store_sections(self.workdir, self.name)]
         self.config.write_text("\n".join(lines))
 
     def scram_add(self, user: str, password: str, mechanism: str, iterations: int | None = None) -> None:

@@ -1,9 +1,9 @@
 """Shared pieces of the KIP-368 re-authentication tests (test_reauth.py, test_upstream_reauth.py).
 
-- `start_portcullis`: a dedicated Portcullis with extra config (re-authentication, a metrics
-  snapshot file, an upstream of the test's choice), started and stopped through the session's
+- `start_portcullis`: a dedicated Portcullis with extra config (re-authentication, a Prometheus
+  admin endpoint, an upstream of the test's choice), started and stopped through the session's
   `launcher` like every other instance.
-- `read_metrics` / `wait_metrics`: the `[metrics] snapshot_file` JSON counters.
+- `read_metrics` / `wait_metrics`: the security counters scraped from its `/metrics` (prometheus.py).
 - `ConnectionTracker`: which TCP connections a process holds (the kernel's socket list from `ss`,
   matched against /proc/<pid>/fd), sampled every 100 ms, so a test can tell how many connections
   a client opened and how long each one lived without trusting the process under test to report it.
@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import PORTCULLIS_USERS, Launcher, PortcullisProcess
+from conftest import PORTCULLIS_USERS, Launcher, PortcullisProcess, free_ports
+from prometheus import MetricsEndpoint, security_counters
 from kafka_wire import (API_SASL_AUTHENTICATE, ERROR_NONE, Conn, byte_array, plain_token)
 
 ERROR_ILLEGAL_SASL_STATE = 34
@@ -32,7 +33,7 @@ API_FETCH = 1
 
 SS = shutil.which("ss")  # iproute2; /proc/net/tcp is the (slow) fallback
 
-# The counters every metrics snapshot must carry.
+# The security counters (prometheus.COUNTERS) the tests compare.
 METRIC_NAMES = (
     "successful_authentication",
     "failed_authentication",
@@ -71,13 +72,14 @@ def start_portcullis(
     """Starts a Portcullis like `launcher.start(name)` (same users, PLAINTEXT upstream unless
     `upstream` replaces the `[upstream]` table), with `listener` keys added to `[listener]`, an
     optional `[listener.connections_max_reauth_ms_by_mechanism]` table, `extra_sections` (e.g.
-    `{"limits": {"max_connections": 4}}`) and a metrics snapshot file.
-    Returns the process and the snapshot file's path."""
+    `{"limits": {"max_connections": 4}}`) and a Prometheus admin endpoint.
+    Returns the process and its metrics endpoint."""
     workdir = launcher.run_dir / f"portcullis-{name}"
     workdir.mkdir(parents=True, exist_ok=False)
     plugin_dir = workdir / "plugins"
     plugin_dir.mkdir()
-    metrics_file = workdir / "metrics.json"
+    (admin_port,) = free_ports(1)
+    metrics = MetricsEndpoint(f"127.0.0.1:{admin_port}")
     if upstream is None:
         upstream = {"bootstrap_servers": [launcher.kafka["KAFKA_BOOTSTRAP"]], "security_protocol": "PLAINTEXT"}
     p = PortcullisProcess(launcher.binary, workdir, name)
@@ -91,20 +93,18 @@ def start_portcullis(
     if reauth_ms_by_mechanism:
         text += "\n[listener.connections_max_reauth_ms_by_mechanism]\n"
         text += "".join(f"{_toml(m)} = {v}\n" for m, v in reauth_ms_by_mechanism.items())
-    for section, keys in (extra_sections or {}).items():
+    sections = dict(extra_sections or {})
+    sections["telemetry"] = {"prometheus_address": metrics.address, **sections.get("telemetry", {})}
+    for section, keys in sections.items():
         text += f"\n[{section}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in keys.items())
-    text += (
-        "\n[metrics]\n"
-        f"snapshot_file = {_toml(str(metrics_file))}\n"
-        f"snapshot_interval_ms = {metrics_interval_ms}\n"
-    )
+    del metrics_interval_ms  # scraping is always current
     p.config.write_text(text)
     for user, password in PORTCULLIS_USERS.items():
         p.scram_add(user, password, "SCRAM-SHA-512")
         p.scram_add(user, password, "SCRAM-SHA-256")
     p.start()
     launcher.processes.append(p)
-    return p, metrics_file
+    return p, metrics
 
 
 def _toml(v) -> str:
@@ -120,34 +120,18 @@ def _toml(v) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Metrics snapshots
+# Security counters
 
 
-def read_metrics(path: Path) -> dict[str, int]:
-    """The counters in the snapshot file; every documented counter must be there as an integer."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise AssertionError(f"no metrics snapshot at {path} (is [metrics] snapshot_file wired?)") from e
-    missing = [n for n in METRIC_NAMES if not isinstance(data.get(n), int)]
-    if missing:
-        raise AssertionError(f"metrics snapshot {path} lacks integer counters {missing}: {data}")
-    return {n: data[n] for n in METRIC_NAMES}
+def read_metrics(path: MetricsEndpoint) -> dict[str, int]:
+    """The security counters, scraped now from the admin endpoint."""
+    return security_counters(path)
 
 
-def fresh_metrics(path: Path, interval_ms: int = 500, timeout: float = 10.0) -> dict[str, int]:
-    """A snapshot written after this call started (so it covers everything that happened before)."""
-    start = time.time()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if path.stat().st_mtime > start + 0.01:
-                # Give a rewrite in progress (atomic rename) no chance to be half-seen.
-                return read_metrics(path)
-        except FileNotFoundError:
-            pass
-        time.sleep(interval_ms / 4000)
-    raise AssertionError(f"metrics snapshot {path} was not rewritten within {timeout}s")
+def fresh_metrics(path: MetricsEndpoint, interval_ms: int = 500, timeout: float = 10.0) -> dict[str, int]:
+    """Counters that cover everything that happened before this call (a scrape is always current)."""
+    del interval_ms, timeout
+    return read_metrics(path)
 
 
 def wait_metrics(path: Path, predicate, timeout: float, what: str) -> dict[str, int]:
@@ -156,12 +140,12 @@ def wait_metrics(path: Path, predicate, timeout: float, what: str) -> dict[str, 
     while time.monotonic() < deadline:
         try:
             last = read_metrics(path)
-        except AssertionError:
+        except (AssertionError, OSError):
             last = None
         if last is not None and predicate(last):
             return last
         time.sleep(0.2)
-    raise AssertionError(f"{what}: not reached within {timeout}s; last snapshot {last}")
+    raise AssertionError(f"{what}: not reached within {timeout}s; last scrape {last}")
 
 
 class CountsChange:

@@ -27,7 +27,8 @@ from confluent_kafka.admin import (
     UserScramCredentialsDescription,
 )
 
-from conftest import PortcullisProcess, _need, target
+from conftest import PortcullisProcess, _need, free_ports, target
+from prometheus import MetricsEndpoint, security_counters
 
 pytestmark = pytest.mark.skipif(target() != "portcullis", reason="Portcullis-only: audit log and credential APIs")
 
@@ -45,7 +46,8 @@ def node(run_dir):
     p.write_config(upstream={"bootstrap_servers": [_need("KAFKA_BOOTSTRAP")], "security_protocol": "PLAINTEXT"},
                    tls=None, plugin_dir=plugins)
     audit = workdir / "audit.log"
-    metrics = workdir / "metrics.json"
+    (admin_port,) = free_ports(1)
+    metrics = MetricsEndpoint(f"127.0.0.1:{admin_port}")
     p.config.write_text(p.config.read_text() + f"""
 [authorizer]
 plugin = "acl"
@@ -56,9 +58,8 @@ file = {json.dumps(str(audit))}
 log_allowed = true
 log_denied = true
 
-[metrics]
-snapshot_file = {json.dumps(str(metrics))}
-snapshot_interval_ms = 200
+[telemetry]
+prometheus_address = "{metrics.address}"
 """)
     for user, password in USERS.items():
         p.scram_add(user, password, "SCRAM-SHA-512")
@@ -148,11 +149,11 @@ def test_removing_a_credential_closes_the_users_live_connection(node):
     events: list[str] = []
     erin = AdminClient({**client_config(p, "erin"), "error_cb": lambda e: events.append(e.str())})
     erin.list_topics(timeout=15)
-    before = json.loads(wait_for(lambda: metrics.exists() and metrics.read_text(), what="metrics"))
+    before = security_counters(metrics)
 
     admin.alter_user_scram_credentials([UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_512)])["erin"].result(30)
 
-    after = wait_for(lambda: (m := json.loads(metrics.read_text()))["revoked_connections_closed"]
+    after = wait_for(lambda: (m := security_counters(metrics))["revoked_connections_closed"]
                      > before["revoked_connections_closed"] and m, what="the revoked connection to close")
     assert after["revoked_connections_closed"] >= before["revoked_connections_closed"] + 1
     # And erin can no longer log in.

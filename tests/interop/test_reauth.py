@@ -1,7 +1,7 @@
 """KIP-368 re-authentication on Portcullis' client listener, with real clients and hand-made frames.
 
 Every Portcullis here has a 5 s session lifetime (`connections_max_reauth_ms = 5000`, or the
-per-mechanism table) and writes its security counters to a metrics snapshot file.
+per-mechanism table) and serves its security counters on a Prometheus admin endpoint.
 
 Client runs (each against a Portcullis of its own, so its counters belong to that client alone; the
 three run at the same time, started by the module fixture, while the wire tests run):

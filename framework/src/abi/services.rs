@@ -30,6 +30,8 @@ pub fn export_services(services: Arc<dyn HostServices>) -> &'static AbiHostServi
         token: Some(token),
         token_without_extension: Some(token_without_extension),
         publish_metric: Some(publish_metric),
+        span_enter: Some(span_enter),
+        span_exit: Some(span_exit),
     }))
 }
 
@@ -169,6 +171,26 @@ unsafe extern "C" fn publish_metric(context: *const c_void, kind: u32, name: Abi
         let (services, name) = unsafe { (services(context), name.as_str()) };
         if let (Some(services), Some(name)) = (services, name) {
             services.publish_metric(kind, name, value);
+        }
+    })
+}
+
+unsafe extern "C" fn span_enter(context: *const c_void, name: AbiBytes) -> u64 {
+    guarded(0, || {
+        // SAFETY: our context; the plugin lends the name for the call.
+        let (services, name) = unsafe { (services(context), name.as_str()) };
+        match (services, name) {
+            (Some(services), Some(name)) => services.span_enter(name),
+            _ => 0,
+        }
+    })
+}
+
+unsafe extern "C" fn span_exit(context: *const c_void, handle: u64) {
+    guarded((), || {
+        // SAFETY: our context.
+        if let Some(services) = unsafe { services(context) } {
+            services.span_exit(handle);
         }
     })
 }

@@ -1220,7 +1220,10 @@ fn the_layout_is_frozen() {
     assert_eq!(size_of::<PluginExport>(), 80);
     assert_eq!(offset_of!(AbiHostServices, context), 8);
     assert_eq!(offset_of!(AbiHostServices, publish_metric), 64);
-    assert_eq!(size_of::<AbiHostServices>(), 72);
+    // Services version 2 appended the span functions (a version-1 table ends at 72).
+    assert_eq!(offset_of!(AbiHostServices, span_enter), 72);
+    assert_eq!(offset_of!(AbiHostServices, span_exit), 80);
+    assert_eq!(size_of::<AbiHostServices>(), 88);
     assert_eq!(size_of::<SaslMechanismTable>(), 48);
     assert_eq!(size_of::<AuthorizerTable>(), 64);
     assert_eq!(size_of::<PrincipalBuilderTable>(), 24);

@@ -36,8 +36,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::authorizer::{Authorizer, RequestContext};
+use crate::connection::RequestError;
 use crate::protocol::api::is_security_api;
-use crate::protocol::header::RequestHeader;
+use crate::protocol::header::{HeaderError, RequestHeader};
 use crate::protocol::reader::Malformed;
 use crate::protocol::versions::ApiVersionTable;
 
@@ -74,7 +75,7 @@ pub enum Verdict {
     Respond(Bytes),
     /// Close the connection: a body that does not parse, an API that is not authorizable, or
     /// Kafka's own reaction (Produce `acks=0` with an authorization error).
-    Close(String),
+    Close(RequestError),
 }
 
 /// Authorizes one request that the forwarding policy sends upstream, and returns every decision
@@ -131,8 +132,8 @@ fn enforce_with(
         },
         Ok(Outcome::Respond(bytes)) => Verdict::Respond(bytes),
         Ok(Outcome::Close(reason)) => Verdict::Close(reason),
-        Err(Refusal::Malformed(e)) => Verdict::Close(e.to_string()),
-        Err(Refusal::Encode(e)) => Verdict::Close(e.to_string()),
+        Err(Refusal::Malformed(e)) => Verdict::Close(e.into()),
+        Err(Refusal::Encode(e)) => Verdict::Close(e.into()),
     };
     if let Verdict::Close(reason) = &verdict {
         tracing::info!(principal = %context.principal, api_key = header.api_key,
@@ -216,7 +217,7 @@ impl<'a> Request<'a> {
 pub(crate) enum Outcome {
     Forward(Bytes, Rewrite),
     Respond(Bytes),
-    Close(String),
+    Close(RequestError),
 }
 
 /// Splits a request's `[topic, [partition…]]` entries by `keep`: all kept → forwarded unchanged;
@@ -393,26 +394,33 @@ fn enforce_inner(
     frame: &Bytes,
 ) -> Result<Outcome, Refusal> {
     let Ok(key) = ApiKey::try_from(header.api_key) else {
-        return Ok(Outcome::Close(format!(
-            "unknown API key {}",
-            header.api_key
-        )));
+        return Ok(Outcome::Close(
+            HeaderError::UnknownApiKey(header.api_key).into(),
+        ));
     };
     let Some((min, max)) = authorizable_versions(header.api_key) else {
         let why = match mapping(key) {
             Mapping::Refused(why) => why,
             Mapping::Enforced { .. } => "no authorizable version",
         };
-        return Ok(Outcome::Close(format!("{key:?}: {why}")));
+        return Ok(Outcome::Close(RequestError::NotForwardable {
+            api: key,
+            why,
+        }));
     };
     if header.api_version < min || header.api_version > max {
-        return Ok(Outcome::Close(format!(
-            "{key:?} v{} cannot be authorized (authorizable: v{min}-v{max})",
-            header.api_version
-        )));
+        return Ok(Outcome::Close(RequestError::VersionNotAuthorizable {
+            api: key,
+            version: header.api_version,
+            min,
+            max,
+        }));
     }
     let Mapping::Enforced { enforce, .. } = mapping(key) else {
-        return Ok(Outcome::Close(format!("{key:?}: {NOT_MAPPED}")));
+        return Ok(Outcome::Close(RequestError::NotForwardable {
+            api: key,
+            why: NOT_MAPPED,
+        }));
     };
     let body = frame.get(header.header_len..).unwrap_or_default();
     let request = Request {

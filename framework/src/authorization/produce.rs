@@ -15,6 +15,7 @@ use super::entries::{allowed_topics, put_back, respond_denied};
 use super::wire::{self, PlanError, TopicPartitions, Topics, Walk};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
 use crate::acl::{AclOperation, ResourceType};
+use crate::connection::RequestError;
 use crate::errors::ErrorCode;
 use crate::protocol::reader::Malformed;
 
@@ -116,9 +117,9 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
     if parsed.acks == 0 {
         // Kafka appends the authorized partitions, then closes because a partition failed; we
         // close without forwarding (the client sees the same disconnect).
-        return Ok(Outcome::Close(
-            "Produce with acks=0 was denied for some topics; Kafka closes the connection".into(),
-        ));
+        return Ok(Outcome::Close(RequestError::ProduceWithoutAcksFailed {
+            code: ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        }));
     }
     if keep.iter().all(|k| !*k) {
         return deny_all(req, &parsed, &denied, ErrorCode::TOPIC_AUTHORIZATION_FAILED);
@@ -138,9 +139,9 @@ fn deny_all(
     code: ErrorCode,
 ) -> Result<Outcome, Refusal> {
     if parsed.acks == 0 {
-        return Ok(Outcome::Close(format!(
-            "Produce with acks=0 failed with {code}; Kafka closes the connection"
-        )));
+        return Ok(Outcome::Close(RequestError::ProduceWithoutAcksFailed {
+            code,
+        }));
     }
     respond_denied::<ProduceResponse>(req, denied, code.0)
 }

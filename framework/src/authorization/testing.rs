@@ -17,6 +17,24 @@ use crate::authorizer::{
 use crate::principal::Principal;
 use crate::protocol::header;
 
+/// `(topic, first partition's index, its error code)` for each topic of a `[topic, [partition]]`
+/// response (kafka-protocol generates a distinct type per API, hence a macro).
+macro_rules! first_partition_codes {
+    ($topics:expr) => {
+        $topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.0.to_string(),
+                    t.partitions[0].partition_index,
+                    t.partitions[0].error_code,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+}
+pub(crate) use first_partition_codes;
+
 /// Allows exactly the listed (operation, type, name) triples; `*` names match every resource.
 /// DESCRIBE is implied by READ/WRITE/DELETE/ALTER, like Kafka.
 #[derive(Default)]

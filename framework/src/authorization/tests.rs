@@ -108,7 +108,7 @@ fn every_forwarded_api_is_mapped_or_explicitly_refused() {
                 for authz in [&allow, &deny] {
                     let e = enforce(authz, &context(key, v), &h, &f);
                     assert!(
-                        matches!(&e.verdict, Verdict::Close(reason) if reason.contains(why)),
+                        matches!(&e.verdict, Verdict::Close(reason) if reason.to_string().contains(why)),
                         "{key:?}: {:?}",
                         e.verdict
                     );

@@ -519,17 +519,7 @@ mod tests {
                     version,
                     &responded(&run(&authz, &f)),
                 );
-                let got: Vec<_> = r
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.name.0.to_string(),
-                            t.partitions[0].partition_index,
-                            t.partitions[0].error_code,
-                        )
-                    })
-                    .collect();
+                let got = first_partition_codes!(r.topics);
                 assert_eq!(got, [("a".into(), 6, code), ("b".into(), 6, code)]);
             }
         }

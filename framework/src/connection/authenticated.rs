@@ -2,16 +2,15 @@
 //! forwarding policy.
 
 use bytes::Bytes;
-use kafka_protocol::messages::ApiKey;
 
 use super::{reauth, responses};
-use super::{Action, CloseReason, Connection, Forwarded, Session, State};
+use super::{Action, CloseReason, Connection, Forwarded, RequestError, Session, State};
 use crate::authorization::{self, ResponsePlan, Verdict};
 use crate::authorizer::RequestContext;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
-use crate::local::{Effect, LocalRequest};
+use crate::local::{Effect, LeaderRequest, LocalRequest, Persist};
 use crate::protocol::api::{API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::header::RequestHeader;
 use crate::protocol::{header, produce};
@@ -35,7 +34,7 @@ pub(super) fn on_request(
     let header = match header::parse(&frame) {
         Ok(h) => h,
         // Kafka closes a connection whose request it cannot parse.
-        Err(e) => return close(CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return close(CloseReason::InvalidRequest(e.into())),
     };
     if session.ticket.is_revoked() {
         conn.config.metrics.revoked_connections_closed();
@@ -44,7 +43,7 @@ pub(super) fn on_request(
     // KIP-368: a handshake may start a re-authentication even on an expired session; any other
     // request on an expired session closes the connection silently.
     if header.api_key == SASL_HANDSHAKE && reauth::may_start(&session, now_ms) {
-        return reauth::start(conn, session, &frame, now_ms);
+        return reauth::start(conn, session, &header, &frame, now_ms);
     }
     if session.ticket.is_expired(now_ms) {
         conn.config.metrics.expired_connections_killed();
@@ -110,9 +109,10 @@ fn route(
         // request it cannot handle.
         return (
             State::Authenticated(session),
-            vec![Action::Close(CloseReason::Unsupported(format!(
-                "API {api_key} v{version} is not advertised"
-            )))],
+            vec![Action::Close(CloseReason::Unsupported {
+                api_key,
+                api_version: version,
+            })],
         );
     }
     let decision =
@@ -120,7 +120,7 @@ fn route(
             .policy
             .route(&RequestInfo::new(api_key, version, &session.principal));
     match decision {
-        Route::Upstream { .. } => {
+        Route::Upstream { identity } => {
             let (frame, plan) = match &conn.config.authorizer {
                 None => (frame, ResponsePlan::unchanged()),
                 Some(authorizer) => match authorize(conn, &session, authorizer, header, &frame) {
@@ -146,10 +146,28 @@ fn route(
                 expects_response,
                 frame,
                 plan,
+                identity,
             };
             (
                 State::Authenticated(session),
                 vec![Action::Forward(forwarded)],
+            )
+        }
+        // A node of a cluster sharing one log: the writer decides mutations on its view.
+        Route::Local
+            if conn.config.mutations_on_leader
+                && crate::envelope::is_forwardable(api_key)
+                && conn.config.local_handler(api_key).is_some() =>
+        {
+            let request = LeaderRequest::new(
+                frame,
+                header,
+                session.forwarded_principal(),
+                conn.client_address,
+            );
+            (
+                State::Authenticated(session),
+                vec![Action::Persist(Persist::on_leader(request))],
             )
         }
         Route::Local => match conn.config.local_handler(api_key) {
@@ -173,9 +191,10 @@ fn route(
                     Effect::Close(reason) => close(CloseReason::InvalidRequest(reason)),
                 }
             }
-            None => close(CloseReason::Unsupported(format!(
-                "no local handler for API {api_key}"
-            ))),
+            None => close(CloseReason::Unsupported {
+                api_key,
+                api_version: header.api_version,
+            }),
         },
         Route::Reject(code) => {
             tracing::info!(principal = %session.principal, api_key, code = %code, "request rejected by forwarding policy");
@@ -190,24 +209,20 @@ fn route(
                 Verdict::Respond(bytes) => {
                     (State::Authenticated(session), vec![Action::Respond(bytes)])
                 }
-                _ => {
-                    let name = ApiKey::try_from(api_key)
-                        .map(|k| format!("{k:?}"))
-                        .unwrap_or_default();
-                    (
-                        State::Authenticated(session),
-                        vec![Action::Close(CloseReason::Unsupported(format!(
-                            "{name} rejected by policy with {code}"
-                        )))],
-                    )
-                }
+                _ => (
+                    State::Authenticated(session),
+                    vec![Action::Close(
+                        RequestError::RejectedByPolicy { api_key, code }.into(),
+                    )],
+                ),
             }
         }
         _ => (
             State::Authenticated(session),
-            vec![Action::Close(CloseReason::Unsupported(format!(
-                "API {api_key} has no route"
-            )))],
+            vec![Action::Close(CloseReason::Unsupported {
+                api_key,
+                api_version: version,
+            })],
         ),
     }
 }
@@ -240,7 +255,7 @@ fn respond(
 ) -> Transition {
     match response {
         Ok(bytes) => (State::Authenticated(session), vec![Action::Respond(bytes)]),
-        Err(e) => close(CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => close(CloseReason::InvalidRequest(e.into())),
     }
 }
 

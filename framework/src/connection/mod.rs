@@ -11,6 +11,7 @@
 //! ```
 
 mod authenticated;
+mod close;
 mod pre_auth;
 mod reauth;
 mod responses;
@@ -21,6 +22,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+
+pub use close::{CloseReason, Disposition, IllegalState, LogLevel, RequestError};
 
 use crate::authorization::ResponsePlan;
 use crate::authorizer::Authorizer;
@@ -76,6 +79,10 @@ pub struct ConnectionConfig {
     /// Authorizes every request routed upstream (`crate::authorization`); `None` forwards
     /// without checks, like a Kafka broker without an authorizer.
     pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The node shares its metadata log with a cluster: the security mutations
+    /// ([`crate::envelope::FORWARDABLE`]) are not decided here but handed to the host as
+    /// [`crate::local::Persist::on_leader`], to run on the cluster's writer (KIP-590).
+    pub mutations_on_leader: bool,
 }
 
 impl ConnectionConfig {
@@ -104,7 +111,15 @@ impl ConnectionConfig {
             metrics: Arc::new(SecurityMetrics::default()),
             local_handlers: Vec::new(),
             authorizer: None,
+            mutations_on_leader: false,
         }
+    }
+
+    /// Sends the security mutations to the cluster's writer (see
+    /// [`ConnectionConfig::mutations_on_leader`]).
+    pub fn with_mutations_on_leader(mut self, on_leader: bool) -> Self {
+        self.mutations_on_leader = on_leader;
+        self
     }
 
     /// Authorizes upstream-bound requests with `authorizer` (Kafka's per-API checks, see
@@ -265,28 +280,8 @@ pub struct Forwarded {
     /// `plan.apply(response_frame)` (skippable when `plan.is_unchanged()`); an error closes the
     /// client connection.
     pub plan: ResponsePlan,
-}
-
-/// Why a connection is closed without a response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CloseReason {
-    /// A frame that is not a valid Kafka request.
-    InvalidRequest(String),
-    /// A request Kafka does not allow in the current state (logged, not answered).
-    IllegalState(String),
-    /// An API key or version this connection does not serve.
-    Unsupported(String),
-    /// The session's lifetime ended and it sent a request other than SaslHandshake (KIP-368).
-    SessionExpired,
-    /// The session's credential was removed or changed.
-    CredentialRevoked,
-    /// A frame above the size limit.
-    FrameTooLarge {
-        /// The announced size.
-        size: usize,
-        /// The limit.
-        limit: usize,
-    },
+    /// Who the upstream connection acts as (the forwarding policy's choice).
+    pub identity: crate::forwarding::UpstreamIdentity,
 }
 
 /// One client connection's security state.
@@ -320,6 +315,9 @@ pub(crate) struct Authenticating {
     framing: SaslFraming,
     /// When the handshake that started this exchange arrived (ms).
     started_at_ms: i64,
+    /// The exchange's trace span (`sasl.authenticate`, docs/observability.md): opened by the
+    /// handshake, closed when the exchange ends; disabled unless the host exports traces.
+    span: tracing::Span,
 }
 
 /// How SASL tokens travel, fixed by the SaslHandshake version.
@@ -330,6 +328,10 @@ pub(crate) enum SaslFraming {
     /// SaslHandshake v1: tokens inside SaslAuthenticate requests.
     Framed,
 }
+
+/// The mechanism name of a [`Session::forwarded`] session: the client authenticated with SASL on
+/// the node that forwarded its request (Portcullis' client listeners always require SASL).
+pub const FORWARDED_MECHANISM: &str = "(forwarded)";
 
 /// An authenticated session.
 #[derive(Clone, Debug)]
@@ -352,6 +354,39 @@ pub struct Session {
 }
 
 impl Session {
+    /// The session a request forwarded by another node of the cluster runs in on the writer
+    /// (KIP-590): the original principal, token-authenticated or not, with a ticket of its own
+    /// that no scheduler tracks (the request is answered at once; it has no connection to close).
+    pub fn forwarded(principal: &crate::envelope::ForwardedPrincipal, now_ms: i64) -> Self {
+        // The writer knows that the principal used a token, not which one; the token APIs only
+        // ask whether one was used (Kafka's `allowTokenRequests`).
+        let token_id = principal.token_authenticated.then(String::new);
+        let ticket = ReauthScheduler::new().register(
+            crate::credentials::CredentialId::Plugin {
+                mechanism: FORWARDED_MECHANISM.to_owned(),
+                key: principal.principal.to_string(),
+            },
+            None,
+        );
+        Self {
+            principal: principal.principal.clone(),
+            mechanism: FORWARDED_MECHANISM.to_owned(),
+            authenticated_at_ms: now_ms,
+            lifetime_ms: None,
+            token_id,
+            reauth_started_at_ms: None,
+            ticket,
+        }
+    }
+
+    /// The principal as an Envelope carries it.
+    pub fn forwarded_principal(&self) -> crate::envelope::ForwardedPrincipal {
+        crate::envelope::ForwardedPrincipal {
+            principal: self.principal.clone(),
+            token_authenticated: self.token_id.is_some(),
+        }
+    }
+
     /// When the session expires, if it does.
     pub fn expires_at_ms(&self) -> Option<i64> {
         self.ticket.expires_at_ms()
@@ -446,9 +481,7 @@ impl Connection {
             State::Reauthenticating(reauth) => reauth::on_frame(self, reauth, frame, now_ms),
             State::Failed => (
                 State::Failed,
-                vec![Action::Close(CloseReason::IllegalState(
-                    "connection is closing".into(),
-                ))],
+                vec![Action::Close(IllegalState::Closing.into())],
             ),
         };
         self.state = next;

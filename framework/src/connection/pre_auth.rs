@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
-use super::{Action, Authenticating, CloseReason, Connection, SaslFraming, Session, State};
+use super::{
+    Action, Authenticating, CloseReason, Connection, IllegalState, RequestError, SaslFraming,
+    Session, State,
+};
 use crate::credentials::CredentialId;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::principal::AuthenticationContext;
 use crate::protocol::api::{API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::codec::{decode_body, CodecError};
-use crate::protocol::header;
+use crate::protocol::header::{self, RequestHeader};
 use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, SaslMechanism, StepOutcome};
 
 type Transition = (State, Vec<Action>);
@@ -30,7 +33,7 @@ pub(super) fn on_first_frames(
 ) -> Transition {
     let (api_key, _, _) = match header::peek_ids(&frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.into())),
     };
     match api_key {
         API_VERSIONS if first => api_versions(conn, &frame),
@@ -38,16 +41,12 @@ pub(super) fn on_first_frames(
         // closes at once, without a response.
         API_VERSIONS => (
             State::Failed,
-            vec![Action::Close(CloseReason::IllegalState(
-                "second ApiVersions before SaslHandshake".into(),
-            ))],
+            vec![Action::Close(IllegalState::SecondApiVersions.into())],
         ),
         SASL_HANDSHAKE => handshake(conn, &frame, now_ms),
         other => fail_silently(
             conn,
-            CloseReason::IllegalState(format!(
-                "Unexpected Kafka request of type {other} during SASL handshake"
-            )),
+            IllegalState::DuringHandshake { api_key: other }.into(),
         ),
     }
 }
@@ -55,7 +54,7 @@ pub(super) fn on_first_frames(
 fn api_versions(conn: &Connection, frame: &Bytes) -> Transition {
     let (_, version, correlation_id) = match header::peek_ids(frame) {
         Ok(ids) => ids,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.into())),
     };
     if !(0..=API_VERSIONS_MAX).contains(&version) {
         // The client may retry with a version we support: stay in the initial state.
@@ -94,11 +93,12 @@ pub(super) struct Handshake {
 }
 
 /// Decodes a SaslHandshake frame.
-pub(super) fn decode_handshake(frame: &Bytes) -> Result<Handshake, String> {
-    let header = header::parse(frame).map_err(|e| e.to_string())?;
+pub(super) fn decode_handshake(
+    header: &RequestHeader,
+    frame: &Bytes,
+) -> Result<Handshake, RequestError> {
     let body = frame.get(header.header_len..).unwrap_or_default();
-    let request = decode_body::<SaslHandshakeRequest>("SaslHandshake", body, header.api_version)
-        .map_err(|e| e.to_string())?;
+    let request = decode_body::<SaslHandshakeRequest>("SaslHandshake", body, header.api_version)?;
     Ok(Handshake {
         version: header.api_version,
         correlation_id: header.correlation_id,
@@ -129,7 +129,7 @@ pub(super) fn unsupported_mechanism(conn: &Connection, handshake: &Handshake) ->
                 Action::CloseAfter(protocol_failure_delay(conn)),
             ],
         ),
-        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.into())),
     }
 }
 
@@ -139,6 +139,7 @@ pub(super) fn start_exchange(
     mechanism: Arc<dyn SaslMechanism>,
     handshake: &Handshake,
     now_ms: i64,
+    reauthentication: bool,
 ) -> Authenticating {
     let context = ExchangeContext::new(conn.client_address, conn.config.listener.clone(), now_ms);
     let exchange = mechanism.start(&context);
@@ -147,11 +148,21 @@ pub(super) fn start_exchange(
     } else {
         SaslFraming::Framed
     };
+    let span = tracing::info_span!(
+        target: crate::telemetry::SPAN_TARGET,
+        "sasl.authenticate",
+        sasl.mechanism = mechanism.name(),
+        sasl.reauthentication = reauthentication,
+        sasl.outcome = tracing::field::Empty,
+        sasl.failure = tracing::field::Empty,
+        enduser.id = tracing::field::Empty,
+    );
     Authenticating {
         mechanism,
         exchange,
         framing,
         started_at_ms: now_ms,
+        span,
     }
 }
 
@@ -166,14 +177,17 @@ pub(super) fn handshake_ok(conn: &Connection, handshake: &Handshake) -> Result<B
 }
 
 fn handshake(conn: &Connection, frame: &Bytes, now_ms: i64) -> Transition {
-    let handshake = match decode_handshake(frame) {
+    let handshake = match header::parse(frame)
+        .map_err(RequestError::from)
+        .and_then(|header| decode_handshake(&header, frame))
+    {
         Ok(h) => h,
         Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
         return unsupported_mechanism(conn, &handshake);
     };
-    let auth = start_exchange(conn, mechanism, &handshake, now_ms);
+    let auth = start_exchange(conn, mechanism, &handshake, now_ms, false);
     respond_or_close(State::Authenticating(auth), handshake_ok(conn, &handshake))
 }
 
@@ -245,7 +259,7 @@ fn framed_step(
 ) -> Transition {
     let header = match header::parse(&frame) {
         Ok(h) => h,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.into())),
     };
     if header.api_key != SASL_AUTHENTICATE {
         // Kafka answers that API with ILLEGAL_SASL_STATE; it needs the API's own error response,
@@ -253,18 +267,19 @@ fn framed_step(
         // closed after the failure delay instead.
         return fail_silently(
             conn,
-            CloseReason::IllegalState(format!(
-                "Unexpected Kafka request of type {} during SASL authentication",
-                header.api_key
-            )),
+            IllegalState::DuringAuthentication {
+                api_key: header.api_key,
+            }
+            .into(),
         );
     }
     if !(0..=2).contains(&header.api_version) {
         return (
             State::Failed,
-            vec![Action::Close(CloseReason::Unsupported(
-                "SaslAuthenticate version".into(),
-            ))],
+            vec![Action::Close(CloseReason::Unsupported {
+                api_key: header.api_key,
+                api_version: header.api_version,
+            })],
         );
     }
     let body = frame.get(header.header_len..).unwrap_or_default();
@@ -274,7 +289,7 @@ fn framed_step(
         header.api_version,
     ) {
         Ok(r) => r,
-        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+        Err(e) => return fail_silently(conn, CloseReason::InvalidRequest(e.into())),
     };
     let (version, correlation_id) = (header.api_version, header.correlation_id);
     let reauthentication = previous.is_some();
@@ -295,7 +310,7 @@ fn framed_step(
                     Action::CloseAfter(failure_delay(conn, user, now_ms)),
                 ],
             ),
-            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.to_string())),
+            Err(e) => fail_silently(conn, CloseReason::InvalidRequest(e.into())),
         }
     };
     match auth.exchange.step(&request.auth_bytes) {
@@ -393,7 +408,8 @@ fn complete(
     match previous {
         None => {
             let ticket = config.sessions.register(credential, expires_at_ms);
-            config.metrics.successful_authentication();
+            config.metrics.successful_authentication(&mechanism);
+            crate::telemetry::sasl_succeeded(&auth.span, &principal);
             config.events.publish(Event::SessionAuthenticated {
                 principal: principal.clone(),
                 mechanism: mechanism.clone(),
@@ -413,7 +429,8 @@ fn complete(
             })
         }
         Some(previous) if previous.principal != principal => {
-            config.metrics.failed_reauthentication();
+            config.metrics.failed_reauthentication(Some(&mechanism));
+            crate::telemetry::sasl_failed(&auth.span, "principal changed during re-authentication");
             // Kafka's exact wording, with `type.name` rather than the usual `type:name`.
             let message = format!(
                 "Cannot change principals during re-authentication from {}.{}: {}.{}",
@@ -431,7 +448,8 @@ fn complete(
             config
                 .sessions
                 .renew(&previous.ticket, expires_at_ms, credential);
-            config.metrics.successful_reauthentication();
+            config.metrics.successful_reauthentication(&mechanism);
+            crate::telemetry::sasl_succeeded(&auth.span, &principal);
             config.events.publish(Event::SessionReauthenticated {
                 principal: principal.clone(),
                 mechanism: mechanism.clone(),
@@ -469,10 +487,15 @@ fn report_failure(
     reauthentication: bool,
 ) {
     if reauthentication {
-        conn.config.metrics.failed_reauthentication();
+        conn.config
+            .metrics
+            .failed_reauthentication(Some(auth.mechanism.name()));
     } else {
-        conn.config.metrics.failed_authentication();
+        conn.config
+            .metrics
+            .failed_authentication(Some(auth.mechanism.name()));
     }
+    crate::telemetry::sasl_failed(&auth.span, failure.reason());
     tracing::info!(
         mechanism = auth.mechanism.name(),
         client = %conn.client_address,
@@ -520,7 +543,7 @@ pub(super) fn respond_or_close(
         Ok(bytes) => (next, vec![Action::Respond(bytes)]),
         Err(e) => (
             State::Failed,
-            vec![Action::Close(CloseReason::InvalidRequest(e.to_string()))],
+            vec![Action::Close(CloseReason::InvalidRequest(e.into()))],
         ),
     }
 }

@@ -7,6 +7,8 @@
 
 use bytes::Bytes;
 
+use crate::protocol::header::RequestHeader;
+
 use super::pre_auth::{self, Handshake};
 use super::{Action, Authenticating, Connection, Session, State};
 
@@ -57,15 +59,21 @@ pub(super) fn may_start(session: &Session, now_ms: i64) -> bool {
 }
 
 /// Starts a re-authentication with the handshake in `frame`.
-pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: i64) -> Transition {
-    let handshake: Handshake = match pre_auth::decode_handshake(frame) {
+pub(super) fn start(
+    conn: &Connection,
+    session: Session,
+    header: &RequestHeader,
+    frame: &Bytes,
+    now_ms: i64,
+) -> Transition {
+    let handshake: Handshake = match pre_auth::decode_handshake(header, frame) {
         Ok(h) => h,
         Err(reason) => {
             return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))
         }
     };
     let Some(mechanism) = conn.config.mechanism(&handshake.mechanism) else {
-        conn.config.metrics.failed_reauthentication();
+        conn.config.metrics.failed_reauthentication(None);
         return pre_auth::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
@@ -73,7 +81,7 @@ pub(super) fn start(conn: &Connection, session: Session, frame: &Bytes, now_ms: 
     let response = pre_auth::handshake_ok(conn, &handshake);
     let phase = if mechanism.name() == previous.mechanism {
         Phase::Exchange(pre_auth::start_exchange(
-            conn, mechanism, &handshake, now_ms,
+            conn, mechanism, &handshake, now_ms, true,
         ))
     } else {
         Phase::BadMechanism {
@@ -97,7 +105,9 @@ pub(super) fn on_frame(
     match phase {
         Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
         Phase::BadMechanism { requested } => {
-            conn.config.metrics.failed_reauthentication();
+            conn.config
+                .metrics
+                .failed_reauthentication(Some(&requested));
             tracing::info!(
                 client = %conn.client_address,
                 "SASL mechanism '{requested}' requested by client is not supported for re-authentication of mechanism '{}'",

@@ -454,6 +454,7 @@ fn authenticated_requests_are_forwarded_unchanged() {
             expects_response: true,
             frame: metadata,
             plan: crate::authorization::ResponsePlan::unchanged(),
+            identity: UpstreamIdentity::Service,
         })]
     );
 }
@@ -575,7 +576,7 @@ fn unadvertised_apis_and_rejected_ones_close() {
     let frame = Bytes::from_static(&[0, 30, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
     assert!(matches!(
         c.handle_frame(frame, 0).as_slice(),
-        [Action::Close(CloseReason::Unsupported(_))]
+        [Action::Close(CloseReason::Unsupported { .. })]
     ));
 }
 
@@ -829,6 +830,110 @@ fn sessions_without_expiry_never_reauthenticate() {
         &single_response(handshake_at(&mut c, "TEST", 1_000_000)),
     );
     assert_eq!(hs.error_code, 34);
+}
+
+/// Routes the security APIs locally, like the passthrough policy.
+struct LocalSecurity;
+impl ForwardingPolicy for LocalSecurity {
+    fn name(&self) -> &str {
+        "local-security"
+    }
+    fn route(&self, r: &RequestInfo<'_>) -> Route {
+        if crate::protocol::api::is_security_api(r.api_key) {
+            Route::Local
+        } else {
+            Route::Upstream {
+                identity: UpstreamIdentity::Service,
+            }
+        }
+    }
+}
+
+fn cluster_connection(on_leader: bool) -> Connection {
+    let table = ApiVersionTable::from_ranges([(29, 1, 3), (30, 1, 3), (31, 1, 3)]);
+    let cfg = ConnectionConfig::new(
+        "test",
+        vec![Arc::new(Fixed)],
+        Arc::new(DefaultPrincipalBuilder),
+        Arc::new(LocalSecurity),
+        Arc::new(ArcSwap::from_pointee(table)),
+        EventBus::new(),
+    )
+    .with_local_handlers(
+        crate::local::acls::AclApis::handlers(None)
+            .into_iter()
+            .collect(),
+    )
+    .with_mutations_on_leader(on_leader);
+    let mut c = Connection::new(Arc::new(cfg), IpAddr::from([10, 9, 8, 7]), false);
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(c.session().is_some());
+    c
+}
+
+/// On a node of a cluster, a security mutation is not decided on the node's own views: the whole
+/// request, the principal and the client's address go to the host for the cluster's writer.
+/// Reads are still answered locally.
+#[test]
+fn in_a_cluster_mutations_go_to_the_writer_and_reads_stay_local() {
+    let body = kafka_protocol::messages::CreateAclsRequest::default();
+    let frame = request(ApiKey::CreateAcls, 2, 9, &body);
+    let mut c = cluster_connection(true);
+    match c.handle_frame(frame.clone(), 0).as_slice() {
+        [Action::Persist(persist)] => {
+            let r = persist.leader_request().expect("a request for the writer");
+            assert_eq!(r.frame, frame);
+            assert_eq!((r.api_key, r.api_version, r.correlation_id), (30, 2, 9));
+            assert_eq!(r.principal.principal, Principal::user("alice"));
+            assert!(!r.principal.token_authenticated);
+            assert_eq!(r.client_address, IpAddr::from([10, 9, 8, 7]));
+        }
+        other => panic!("expected a persist for the writer, got {other:?}"),
+    }
+    let describe = kafka_protocol::messages::DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    let actions = c.handle_frame(request(ApiKey::DescribeAcls, 2, 10, &describe), 0);
+    assert!(matches!(actions.as_slice(), [Action::Respond(_)]));
+
+    // A single node decides the mutation itself (here: no authorizer, SECURITY_DISABLED).
+    let mut single = cluster_connection(false);
+    let actions = single.handle_frame(frame, 0);
+    assert!(matches!(actions.as_slice(), [Action::Respond(_)]));
+}
+
+/// KIP-590's Envelope is for the inter-node listener only: a client that sends one is closed,
+/// as a KRaft broker closes it (the API is not advertised to clients).
+#[test]
+fn an_envelope_from_a_client_closes_the_connection() {
+    for on_leader in [false, true] {
+        let mut c = cluster_connection(on_leader);
+        let inner = request(
+            ApiKey::CreateAcls,
+            2,
+            1,
+            &kafka_protocol::messages::CreateAclsRequest::default(),
+        );
+        let principal =
+            crate::envelope::serialize_principal(&crate::envelope::ForwardedPrincipal {
+                principal: Principal::user("admin"),
+                token_authenticated: false,
+            });
+        let envelope = crate::envelope::encode_request(
+            5,
+            "forged",
+            &inner,
+            &principal,
+            IpAddr::from([127, 0, 0, 1]),
+        );
+        assert!(matches!(
+            c.handle_frame(envelope, 0).as_slice(),
+            [Action::Close(CloseReason::Unsupported { .. })]
+        ));
+    }
 }
 
 /// Maps `bob` to nothing (an error) and otherwise names the principal after the client

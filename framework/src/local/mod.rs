@@ -10,13 +10,14 @@
 
 pub mod acls;
 pub mod delegation_tokens;
+pub mod forwarded;
 pub mod scram_credentials;
 
 use std::net::IpAddr;
 
 use bytes::Bytes;
 
-use crate::connection::Session;
+use crate::connection::{RequestError, Session};
 use crate::protocol::header::RequestHeader;
 use crate::store::{AppendBatch, MetadataStore, Offset, StoreError};
 
@@ -46,9 +47,23 @@ pub enum Effect {
     Respond(Bytes),
     /// Make these records durable, then answer with what the continuation decides.
     Persist(Persist),
-    /// The request cannot be parsed: close the connection (Kafka's behaviour for an unparseable
-    /// request).
-    Close(String),
+    /// The request cannot be parsed (or its answer encoded): close the connection (Kafka's
+    /// behaviour for an unparseable request).
+    Close(RequestError),
+}
+
+/// Answers with `body` encoded as the response to this request, or closes if it cannot be
+/// encoded (a value out of range for the wire type).
+pub(crate) fn encode<T: kafka_protocol::protocol::Encodable>(
+    key: kafka_protocol::messages::ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Effect {
+    match crate::protocol::codec::encode_response(key, api_version, correlation_id, body) {
+        Ok(bytes) => Effect::Respond(bytes),
+        Err(e) => Effect::Close(e.into()),
+    }
 }
 
 /// The historical name of [`Effect`].
@@ -63,12 +78,16 @@ pub enum PersistError {
     Conflict,
     /// The store failed; nothing is known to be written. The reason is for logs, not clients.
     Failed(String),
+    /// This node is not (or no longer) its cluster's writer; nothing was written. The host runs
+    /// the request again where the writer is (KIP-590) instead of completing the persist.
+    NotLeader,
 }
 
 impl From<StoreError> for PersistError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict { .. } => PersistError::Conflict,
+            StoreError::NotLeader(_) => PersistError::NotLeader,
             other => PersistError::Failed(other.to_string()),
         }
     }
@@ -84,6 +103,47 @@ type Continuation = Box<dyn FnOnce(PersistOutcome, i64) -> Effect + Send>;
 pub struct Persist {
     batch: AppendBatch,
     then: Continuation,
+    on_leader: Option<LeaderRequest>,
+}
+
+/// A security mutation to run where the cluster's writer is (KIP-590): the client's request as it
+/// arrived and who sent it. On a node of a cluster sharing one log, the connection does not decide
+/// such a request on its own views: the writer decides it on its up-to-date view (the node itself,
+/// if it is the writer; otherwise it is forwarded in an Envelope) and the client gets that answer.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LeaderRequest {
+    /// The client's frame: request header and body.
+    pub frame: Bytes,
+    /// The API key.
+    pub api_key: i16,
+    /// The API version.
+    pub api_version: i16,
+    /// The correlation id.
+    pub correlation_id: i32,
+    /// The session's principal, and whether it authenticated with a delegation token.
+    pub principal: crate::envelope::ForwardedPrincipal,
+    /// The client's address.
+    pub client_address: IpAddr,
+}
+
+impl LeaderRequest {
+    /// A request to run on the writer.
+    pub fn new(
+        frame: Bytes,
+        header: &RequestHeader,
+        principal: crate::envelope::ForwardedPrincipal,
+        client_address: IpAddr,
+    ) -> Self {
+        Self {
+            frame,
+            api_key: header.api_key,
+            api_version: header.api_version,
+            correlation_id: header.correlation_id,
+            principal,
+            client_address,
+        }
+    }
 }
 
 impl Persist {
@@ -97,7 +157,26 @@ impl Persist {
         Self {
             batch,
             then: Box::new(then),
+            on_leader: None,
         }
+    }
+
+    /// A mutation for the cluster's writer: nothing to append here; the host runs `request` on
+    /// the writer and answers with its response (see [`LeaderRequest`]). Its continuation, if a
+    /// host without a cluster completes it anyway, closes the connection: such a host never
+    /// builds one.
+    pub fn on_leader(request: LeaderRequest) -> Self {
+        Self {
+            batch: AppendBatch::default(),
+            then: Box::new(|_, _| Effect::Close(RequestError::NotInCluster)),
+            on_leader: Some(request),
+        }
+    }
+
+    /// The mutation to run on the cluster's writer, for a persist made by
+    /// [`Persist::on_leader`].
+    pub fn leader_request(&self) -> Option<&LeaderRequest> {
+        self.on_leader.as_ref()
     }
 
     /// The records and their conditions.
@@ -116,6 +195,7 @@ impl std::fmt::Debug for Persist {
         f.debug_struct("Persist")
             .field("records", &self.batch.records.len())
             .field("conditions", &self.batch.conditions.len())
+            .field("on_leader", &self.on_leader.as_ref().map(|r| r.api_key))
             .finish_non_exhaustive()
     }
 }

@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::StrBytes;
 
 /// A parsed request header and where the body starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,8 +13,9 @@ pub struct RequestHeader {
     pub api_version: i16,
     /// The correlation id, echoed in the response.
     pub correlation_id: i32,
-    /// The client id, if sent.
-    pub client_id: Option<String>,
+    /// The client id, if sent: a view of the frame's bytes when they are UTF-8 (every real
+    /// client), so parsing a header allocates nothing.
+    pub client_id: Option<StrBytes>,
     /// The number of header bytes: the body starts here.
     pub header_len: usize,
 }
@@ -68,7 +70,12 @@ pub fn parse(frame: &Bytes) -> Result<RequestHeader, HeaderError> {
         bytes: frame,
         pos: 8,
     };
-    let client_id = reader.nullable_string()?;
+    let client_id = reader.nullable_string_range()?.map(|range| {
+        let raw = frame.slice(range);
+        // Kafka reads the client id leniently; so do we, but never as raw bytes in logs.
+        StrBytes::from_utf8(raw.clone())
+            .unwrap_or_else(|_| StrBytes::from_string(String::from_utf8_lossy(&raw).into_owned()))
+    });
     if key.request_header_version(api_version) >= 2 {
         reader.skip_tagged_fields()?;
     }
@@ -97,7 +104,8 @@ impl Reader<'_> {
         Ok(slice)
     }
 
-    fn nullable_string(&mut self) -> Result<Option<String>, HeaderError> {
+    /// Where a nullable string's bytes are in the frame.
+    fn nullable_string_range(&mut self) -> Result<Option<std::ops::Range<usize>>, HeaderError> {
         let len = match self.take(2)? {
             [a, b] => i16::from_be_bytes([*a, *b]),
             _ => return Err(HeaderError::Malformed),
@@ -105,9 +113,9 @@ impl Reader<'_> {
         if len < 0 {
             return Ok(None);
         }
-        let raw = self.take(len as usize)?;
-        // Kafka reads the client id leniently; so do we, but never as raw bytes in logs.
-        Ok(Some(String::from_utf8_lossy(raw).into_owned()))
+        let start = self.pos;
+        self.take(len as usize)?;
+        Ok(Some(start..self.pos))
     }
 
     fn uvarint(&mut self) -> Result<u32, HeaderError> {

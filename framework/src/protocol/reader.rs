@@ -196,6 +196,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// COMPACT_NULLABLE_BYTES.
+    pub fn compact_nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, Malformed> {
+        match self.uvarint()? {
+            0 => Ok(None),
+            n => self.take((n - 1) as usize, "compact bytes").map(Some),
+        }
+    }
+
     /// An array length (INT32, -1 for null), refused if it exceeds the remaining bytes.
     pub fn array_len(&mut self) -> Result<Option<usize>, Malformed> {
         let len = self.i32()?;

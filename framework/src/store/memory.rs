@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::{
-    AppendBatch, Condition, MetadataRecord, MetadataStore, Offset, RecordKey, StoreError,
-    StoredRecord, Subscriber, SubscriptionId,
+    AppendBatch, MetadataRecord, MetadataStore, Offset, RecordKey, StoreError, StoredRecord,
+    Subscriber, SubscriptionId,
 };
 
 /// A metadata store that keeps everything in memory (see the module documentation).
@@ -66,8 +66,8 @@ impl MetadataStore for MemoryStore {
         let mut guard = self.lock();
         let inner = &mut *guard;
         for condition in &batch.conditions {
-            let Condition::Latest { key, offset } = condition;
-            if inner.live.get(key).copied() != *offset {
+            let key = condition.key();
+            if !condition.holds(inner.live.get(key).copied()) {
                 return Err(StoreError::Conflict { key: key.clone() });
             }
         }
@@ -112,5 +112,49 @@ impl MetadataStore for MemoryStore {
 
     fn unsubscribe(&self, id: SubscriptionId) {
         self.lock().subscribers.retain(|(s, _)| *s != id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Condition;
+
+    fn removal() -> MetadataRecord {
+        MetadataRecord::RemoveDelegationToken {
+            token_id: "t".into(),
+        }
+    }
+
+    fn token() -> MetadataRecord {
+        MetadataRecord::DelegationToken(crate::store::DelegationTokenRecord {
+            token_id: "t".into(),
+            owner: "User:a".into(),
+            requester: "User:a".into(),
+            renewers: vec![],
+            issue_timestamp_ms: 1,
+            max_timestamp_ms: 3,
+            expiry_timestamp_ms: 2,
+        })
+    }
+
+    /// `Live`: only the first of two removals decided on the same view is written.
+    #[test]
+    fn live_condition_holds_once() {
+        let store = MemoryStore::new();
+        let live = Condition::Live { key: token().key() };
+        assert!(matches!(
+            store.append_batch(
+                &AppendBatch::new(vec![removal()]).with_conditions(vec![live.clone()])
+            ),
+            Err(StoreError::Conflict { .. })
+        ));
+        store.append(&[token()]).unwrap();
+        let batch = AppendBatch::new(vec![removal()]).with_conditions(vec![live]);
+        assert!(store.append_batch(&batch).is_ok());
+        assert!(matches!(
+            store.append_batch(&batch),
+            Err(StoreError::Conflict { .. })
+        ));
     }
 }

@@ -115,6 +115,10 @@ pub struct NewToken {
 pub struct ExpiryChange {
     /// The expiry to answer with.
     pub expiry_ms: i64,
+    /// The token's id (public: it names the token; the HMAC is the secret).
+    pub token_id: String,
+    /// The token's owner.
+    pub owner: Principal,
     /// The record to persist, conditional on the token not having changed since.
     pub batch: AppendBatch,
 }
@@ -264,6 +268,8 @@ impl TokenManager {
         let expiry_ms = info.max_ms.min(now_ms.saturating_add(period));
         Ok(ExpiryChange {
             expiry_ms,
+            token_id: info.token_id.clone(),
+            owner: info.owner.clone(),
             batch: versioned(info, info.record_with_expiry(expiry_ms)),
         })
     }
@@ -292,6 +298,8 @@ impl TokenManager {
             };
             return Ok(ExpiryChange {
                 expiry_ms: now_ms,
+                token_id: info.token_id.clone(),
+                owner: info.owner.clone(),
                 batch: versioned(info, removal),
             });
         }
@@ -301,6 +309,8 @@ impl TokenManager {
         let expiry_ms = info.max_ms.min(now_ms.saturating_add(expiry_period_ms));
         Ok(ExpiryChange {
             expiry_ms,
+            token_id: info.token_id.clone(),
+            owner: info.owner.clone(),
             batch: versioned(info, info.record_with_expiry(expiry_ms)),
         })
     }

@@ -122,6 +122,15 @@ async fn discover_from(
     Ok(Discovery { versions, brokers })
 }
 
+/// Which upstream a listener's connections are forwarded to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The bootstrap listener: any upstream bootstrap server.
+    Bootstrap,
+    /// The listener of upstream broker N.
+    Broker(i32),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

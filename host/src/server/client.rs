@@ -44,14 +44,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use portcullis::connection::{Action, CloseReason, Connection};
+use portcullis::connection::{Action, CloseReason, Connection, Forwarded, LogLevel};
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
 use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
+use super::brokers::Target;
 use super::frames::{FrameError, FrameReader, ReadOutcome, ReadSource, BURST_READ, MIN_READ};
-use super::listeners::Target;
 use super::queue::{Pending, ResponseQueue};
 use super::responses::{Ended, Finished, ResponseSide};
 use super::rewrite::RewriteError;
@@ -103,6 +103,8 @@ pub(super) enum DriverError {
         address: String,
         source: UpstreamError,
     },
+    #[error("{0}")]
+    Delegated(#[from] super::delegated::DelegatedError),
     #[error("cannot rewrite the upstream's response: {0}")]
     Rewrite(#[from] RewriteError),
     #[error("cannot apply authorization to the upstream's response: {0}")]
@@ -159,13 +161,21 @@ pub(super) async fn serve<S: ClientStream>(
         queue,
         responses: ResponseTask::Running(responses),
         upstream: None,
+        upstream_lease: None,
         reservation: None,
         accepted_at: now,
         last_read: now,
+        request_span: tracing::Span::none(),
         shared,
         _slot: slot,
     };
-    let end = driver.run().await;
+    let span = crate::telemetry::traces::connection_span(
+        peer,
+        &driver.shared.connection_config.listener,
+        &driver.target_name(),
+        is_tls,
+    );
+    let end = tracing::Instrument::instrument(driver.run(), span).await;
     driver.log_end(&end);
 }
 
@@ -188,11 +198,15 @@ struct Driver {
     queue: Arc<ResponseQueue>,
     responses: ResponseTask,
     upstream: Option<UpstreamSender>,
+    /// With the `delegated` policy: the lease on the principal's upstream token.
+    upstream_lease: Option<super::delegated::Lease>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
     /// When a frame was last read.
     last_read: Instant,
+    /// The trace span of the request being handled (telemetry; disabled without export).
+    request_span: tracing::Span,
     _slot: Slot,
 }
 
@@ -377,20 +391,25 @@ impl Driver {
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
         let actions = match incoming {
             Incoming::Read(ReadOutcome::Frame(frame)) => {
+                self.request_span = crate::telemetry::traces::request_span(&frame);
                 if self.connection.next_step_may_block() {
                     match self.step_off_runtime(frame).await {
                         Ok(actions) => actions,
                         Err(e) => return Some(Phase::Closing(End::Failed(e))),
                     }
                 } else {
-                    self.connection.handle_frame(frame, now_ms())
+                    let span = self.request_span.clone();
+                    span.in_scope(|| self.connection.handle_frame(frame, now_ms()))
                 }
             }
             Incoming::Read(ReadOutcome::TooLarge(size)) => self.connection.frame_too_large(size),
             Incoming::Read(ReadOutcome::Closed) => return Some(Phase::Gone(End::ClientClosed)),
             Incoming::OverBudget(size) => return Some(Phase::Closing(End::PreAuthBudget(size))),
         };
-        self.apply(actions).await
+        crate::telemetry::traces::record_decision(&self.request_span, &self.connection, &actions);
+        let phase = self.apply(actions).await;
+        self.request_span = tracing::Span::none();
+        phase
     }
 
     /// Runs a SASL step on the bounded pool of authentication workers: a step may derive a key
@@ -411,9 +430,10 @@ impl Driver {
             self.tls,
         );
         let mut connection = std::mem::replace(&mut self.connection, stand_in);
+        let span = self.request_span.clone();
         let (connection, actions) = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let actions = connection.handle_frame(frame, now_ms());
+            let actions = span.in_scope(|| connection.handle_frame(frame, now_ms()));
             (connection, actions)
         })
         .await
@@ -470,13 +490,7 @@ impl Driver {
                 Action::Respond(frame) if delayed => held.push(frame),
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
-                    let pending = request.expects_response.then(|| Pending {
-                        plan: request.plan,
-                        api_key: request.api_key,
-                        api_version: request.api_version,
-                        correlation_id: request.correlation_id,
-                    });
-                    if let Err(e) = self.forward(request.frame, pending).await {
+                    if let Err(e) = self.forward(request).await {
                         return Some(Phase::Closing(End::Failed(e)));
                     }
                 }
@@ -514,21 +528,31 @@ impl Driver {
 
     /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]); its entry
     /// goes into the response queue first, so its answer always finds it.
-    async fn forward(&mut self, frame: Bytes, pending: Option<Pending>) -> Result<(), DriverError> {
-        self.open_upstream().await?;
+    async fn forward(&mut self, request: Forwarded) -> Result<(), DriverError> {
+        self.open_upstream(&request.identity).await?;
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
         };
         if let Err(source) = upstream.reauthenticate_if_due(&self.queue).await {
             return Err(self.upstream_error(source));
         }
-        if let Some(pending) = pending {
-            self.queue.push_pending(pending);
-        }
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
         };
-        if let Err(source) = upstream.send(frame) {
+        if request.expects_response {
+            self.queue.push_pending(Pending {
+                plan: request.plan,
+                api_key: request.api_key,
+                api_version: request.api_version,
+                correlation_id: request.correlation_id,
+                upstream_call: crate::telemetry::traces::UpstreamCall::start(
+                    &self.request_span,
+                    request.api_key,
+                    Some(upstream.address()),
+                ),
+            });
+        }
+        if let Err(source) = upstream.send(request.frame) {
             return Err(self.upstream_error(source));
         }
         Ok(())
@@ -536,11 +560,23 @@ impl Driver {
 
     /// Opens the connection's upstream on the first forwarded request, and hands its read half
     /// to the response side.
-    async fn open_upstream(&mut self) -> Result<(), DriverError> {
+    async fn open_upstream(
+        &mut self,
+        identity: &portcullis::forwarding::UpstreamIdentity,
+    ) -> Result<(), DriverError> {
         if self.upstream.is_some() {
             return Ok(());
         }
-        let settings = &self.shared.upstream;
+        // Who the connection acts as: the service login, or (delegated) the principal's token.
+        let (own_settings, lease) = super::delegated::connection_settings(
+            self.shared.delegated.as_ref(),
+            &self.shared.upstream,
+            identity,
+            self.connection.session().map(|s| &s.principal),
+        )
+        .await?;
+        self.upstream_lease = lease;
+        let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
         let opened = match self.target {
             Target::Bootstrap => {
                 UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
@@ -660,11 +696,17 @@ impl Driver {
         let (peer, target) = (self.peer, self.target);
         match end {
             End::Closed(reason) => {
-                tracing::debug!(%peer, ?target, ?reason, "connection closed by the security layer")
+                let message = "connection closed by the security layer";
+                match reason.disposition().log {
+                    LogLevel::Warn => tracing::warn!(%peer, ?target, %reason, "{message}"),
+                    LogLevel::Info => tracing::info!(%peer, ?target, %reason, "{message}"),
+                    _ => tracing::debug!(%peer, ?target, %reason, "{message}"),
+                }
             }
             End::Failed(
                 e @ (DriverError::Upstream { .. }
                 | DriverError::Rewrite(_)
+                | DriverError::Delegated(_)
                 | DriverError::Authorization(_)
                 | DriverError::Step(_)
                 | DriverError::ResponseSide(_)),

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::admission::Slot;
-use super::brokers::broker_port;
+use super::brokers::{broker_port, Target};
 use super::{client, Shared};
 
 /// How long a client may take to finish the TLS handshake.
@@ -20,15 +20,6 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a refused connection's input is read before it is dropped.
 const REFUSED_LINGER: Duration = Duration::from_secs(1);
-
-/// Which upstream a listener's connections are forwarded to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The bootstrap listener: any upstream bootstrap server.
-    Bootstrap,
-    /// The listener of upstream broker N.
-    Broker(i32),
-}
 
 /// The broker listeners opened so far.
 #[derive(Debug)]
@@ -50,10 +41,17 @@ impl BrokerListeners {
     }
 }
 
-/// Makes sure broker `node_id` has a listener; binding happens synchronously, so the port
-/// accepts connections as soon as this returns.
-pub(super) fn ensure_broker_listener(shared: &Arc<Shared>, node_id: i32) {
-    let listeners = &shared.broker_listeners;
+impl BrokerListeners {
+    /// Makes sure broker `node_id` has a listener; binding happens synchronously, so the port
+    /// accepts connections as soon as this returns. A method reached through `Shared`, so that
+    /// the connection code (which learns broker ids from responses) needs no import of this
+    /// module, which itself starts connections: the two modules do not import each other.
+    pub(super) fn ensure(&self, shared: &Arc<Shared>, node_id: i32) {
+        ensure_broker_listener(self, shared, node_id);
+    }
+}
+
+fn ensure_broker_listener(listeners: &BrokerListeners, shared: &Arc<Shared>, node_id: i32) {
     let mut opened = listeners
         .opened
         .lock()

@@ -24,6 +24,7 @@
 pub mod admission;
 pub mod brokers;
 mod client;
+pub mod delegated;
 pub mod frames;
 mod listeners;
 mod persist;
@@ -62,8 +63,9 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::{LimitsConfig, ListenerConfig, ShutdownConfig, UpstreamConfig};
 use crate::node::Node;
 use admission::Admission;
+use brokers::Target;
 use brokers::{discover, BrokerMap};
-use listeners::{accept_loop, BrokerListeners, Target};
+use listeners::{accept_loop, BrokerListeners};
 use rewrite::Advertised;
 use upstream::UpstreamSettings;
 
@@ -104,6 +106,8 @@ pub struct ServerParts {
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
     /// Where the local APIs' writes go (`None`: they fail with the store error).
     pub store_writer: Option<crate::store_writer::StoreWriter>,
+    /// `[forwarding.delegated]` when the policy is `delegated` (`None` otherwise).
+    pub delegated: Option<crate::delegated_config::DelegatedSettings>,
 }
 
 impl std::fmt::Debug for ServerParts {
@@ -138,6 +142,8 @@ pub(crate) struct Shared {
     limits: ConnectionLimits,
     /// Permits to run a SASL step on the blocking pool (see `client::step_off_runtime`).
     sasl_workers: Arc<Semaphore>,
+    /// The `delegated` policy's upstream tokens.
+    delegated: Option<Arc<delegated::DelegatedUpstream>>,
 }
 
 /// The per-connection time limits.
@@ -208,6 +214,35 @@ impl Server {
             free_failures: limits.failed_authentication.free_failures,
             half_life: Duration::from_millis(limits.failed_authentication.half_life_ms.max(1)),
         };
+        let delegated = parts.delegated.as_ref().map(|settings| {
+            let service = login
+                .as_ref()
+                .map(|l| l.credential().principal_name)
+                .unwrap_or_else(|| "ANONYMOUS".to_owned());
+            let delegated = delegated::DelegatedUpstream::new(settings.clone(), service);
+            // A removed or changed credential expires that principal's upstream token at once.
+            let subscription = parts.events.subscribe(4_096);
+            let revoker = Arc::clone(&delegated);
+            let spawned = std::thread::Builder::new()
+                .name("portcullis-delegated-revocation".into())
+                .spawn(move || {
+                    while let Some(event) = subscription.recv() {
+                        if let portcullis::events::Event::CredentialChanged { user, .. } = event {
+                            revoker.revoke(&portcullis::principal::Principal::user(user));
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the delegated-token revocation thread");
+            }
+            delegated
+        });
+        // `authorizer = "upstream"`: upstream-bound requests are allowed locally, the upstream
+        // decides as the client's principal.
+        let upstream_decides = parts
+            .delegated
+            .as_ref()
+            .is_some_and(|s| s.authorizer == crate::delegated_config::AuthorizerMode::Upstream);
         let connection_config = ConnectionConfig::new(
             listener.name.clone(),
             parts.mechanisms,
@@ -221,10 +256,17 @@ impl Server {
         .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
         .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
         .with_sessions(parts.sessions, parts.metrics)
-        .with_local_handlers(parts.local_handlers);
+        .with_local_handlers(parts.local_handlers)
+        // A node sharing its store with a cluster (issue 13): mutations run on the writer.
+        .with_mutations_on_leader(
+            parts
+                .store_writer
+                .as_ref()
+                .is_some_and(|w| w.cluster().is_some()),
+        );
         let connection_config = match parts.authorizer {
-            Some(authorizer) => connection_config.with_authorizer(authorizer),
-            None => connection_config,
+            Some(authorizer) if !upstream_decides => connection_config.with_authorizer(authorizer),
+            _ => connection_config,
         };
 
         let bootstrap = reserve_port(&listener.address)
@@ -263,6 +305,7 @@ impl Server {
                 close_pause: Duration::from_millis(limits.close_pause_ms),
             },
             sasl_workers: Arc::new(Semaphore::new(sasl_worker_count())),
+            delegated,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -296,7 +339,10 @@ impl Server {
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 discovered = refresh(&shared) => match discovered {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        crate::telemetry::admin::set_upstream_discovered();
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(upstream = %upstream, error = %e, "cannot reach the upstream cluster; clients are refused until it answers; retrying in {}s", DISCOVERY_RETRY.as_secs());
                         tokio::select! {
@@ -315,6 +361,13 @@ impl Server {
             .context("bootstrap listener address")?;
         tracing::info!(listener = %shared.connection_config.listener, tls = shared.tls.is_some(), "listening on {local}");
         tokio::spawn(refresh_periodically(shared.clone()));
+        if let Some(delegated) = &shared.delegated {
+            tokio::spawn(delegated::run(
+                Arc::clone(delegated),
+                SharedUpstream(shared.clone()),
+                shared.shutdown.clone(),
+            ));
+        }
         tokio::spawn(accept_loop(shared.clone(), bootstrap, Target::Bootstrap));
         shutdown.await;
         let open = shared.admission.live();
@@ -333,7 +386,20 @@ impl Server {
                 "stopped: the grace period ended before every connection had closed"
             ),
         }
+        if let Some(delegated) = &shared.delegated {
+            delegated.shutdown(&shared.upstream, grace).await;
+        }
         Ok(())
+    }
+}
+
+/// The node's upstream settings, for tasks that hold the shared state.
+struct SharedUpstream(Arc<Shared>);
+
+impl std::ops::Deref for SharedUpstream {
+    type Target = UpstreamSettings;
+    fn deref(&self) -> &UpstreamSettings {
+        &self.0.upstream
     }
 }
 
@@ -380,18 +446,14 @@ impl ServerParts {
             authorizer: node.authorizer.clone(),
             local_handlers: node.local_handlers.clone(),
             store_writer: Some(node.writer.clone()),
+            delegated: (node.config.forwarding.policy == "delegated")
+                .then(|| node.config.forwarding.delegated.0.clone()),
         }
     }
 }
 
 /// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
-    crate::services::spawn_metrics_reporting(
-        node.metrics.clone(),
-        node.sessions.clone(),
-        node.plugin_stats(),
-        &node.config.metrics,
-    );
     if let Some(login) = &node.upstream_login {
         crate::services::spawn_credential_refresh(login.clone(), node.events.clone());
     }
@@ -458,7 +520,7 @@ async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
         .store(Arc::new(advertised));
     for (node_id, host, port) in discovery.brokers {
         shared.brokers.record(node_id, &host, port);
-        listeners::ensure_broker_listener(shared, node_id);
+        shared.broker_listeners.ensure(shared, node_id);
     }
     Ok(())
 }

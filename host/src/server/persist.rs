@@ -2,6 +2,7 @@
 //! request path, group-committed), and the continuation decides what the client gets.
 
 use bytes::Bytes;
+use portcullis::connection::RequestError;
 use portcullis::local::{Effect, Persist, PersistError};
 
 use crate::store_writer::StoreWriter;
@@ -17,11 +18,21 @@ pub(super) enum Finished {
     /// This response, in the request's place.
     Respond(Bytes),
     /// Close the connection (the reason is logged).
-    Close(String),
+    Close(RequestError),
 }
 
 /// Runs `persist` (and any persist its continuation asks for) to an answer.
 pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finished {
+    // A mutation of a node that shares its store with a cluster runs where the writer is.
+    if let Some(request) = persist.leader_request() {
+        return match writer.and_then(StoreWriter::cluster) {
+            Some(cluster) => match cluster.run_mutation(request).await {
+                crate::cluster::Answer::Respond(bytes) => Finished::Respond(bytes),
+                crate::cluster::Answer::Close(reason) => Finished::Close(reason),
+            },
+            None => Finished::Close(RequestError::NotInCluster),
+        };
+    }
     let mut effect = Effect::Persist(persist);
     for _ in 0..MAX_ROUNDS {
         match effect {
@@ -38,9 +49,7 @@ pub(super) async fn run(writer: Option<&StoreWriter>, persist: Persist) -> Finis
             }
         }
     }
-    Finished::Close(format!(
-        "a local write conflicted with concurrent writes {MAX_ROUNDS} times in a row"
-    ))
+    Finished::Close(RequestError::PersistContended { rounds: MAX_ROUNDS })
 }
 
 fn now_ms() -> i64 {

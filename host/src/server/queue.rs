@@ -38,6 +38,8 @@ pub struct Pending {
     pub correlation_id: i32,
     /// What authorization requires of the response (filtering, merging denied entries).
     pub plan: portcullis::authorization::ResponsePlan,
+    /// The upstream call's trace span and start (telemetry).
+    pub upstream_call: crate::telemetry::traces::UpstreamCall,
 }
 
 impl Pending {
@@ -281,6 +283,7 @@ mod tests {
             api_key,
             api_version: 12,
             correlation_id: id,
+            upstream_call: crate::telemetry::traces::UpstreamCall::none(),
         }
     }
 

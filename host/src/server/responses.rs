@@ -31,7 +31,6 @@ use tokio::time::{timeout_at, Instant};
 
 use super::client::DriverError;
 use super::frames::{read_some, FrameError, Outgoing, MIN_READ};
-use super::listeners;
 use super::queue::{Entry, Head, Pending, ResponseQueue};
 use super::relay::{Relay, Step};
 use super::rewrite::{carries_addresses, rewrite};
@@ -160,11 +159,16 @@ impl ResponseSide {
             if matches!(next, Ok(Next::Stop)) {
                 return Ended::Stopped;
             }
+            let wrote = self.has_output();
             // Also before an upstream error: the answers collected before it are complete.
             if let Err(ended) = self.write_out().await {
                 return ended;
             }
             match next {
+                // A write takes time, and meanwhile the request side may have queued answers (its
+                // wake-up was taken by the write) and the upstream may have sent more: collect
+                // again rather than wait on what was decided before the write.
+                Ok(Next::Wait { .. }) if wrote => {}
                 Ok(Next::Wait { room, idle }) => {
                     if let Err(ended) = self.wait(room, idle).await {
                         return ended;
@@ -175,6 +179,11 @@ impl ResponseSide {
                 Err(e) => return Ended::Upstream(e),
             }
         }
+    }
+
+    /// Whether a write is owed: collected answers, or relayed bytes not yet committed.
+    fn has_output(&self) -> bool {
+        !self.out.is_empty() || self.upstream.as_ref().is_some_and(|u| u.relayed > 0)
     }
 
     /// Takes every entry at the front of the queue that can be answered with the bytes at hand,
@@ -229,7 +238,9 @@ impl ResponseSide {
                         Step::Pass { len, last } => {
                             upstream.relayed += len;
                             if last {
-                                self.queue.pop();
+                                if let Some(Entry::Pending(pending)) = self.queue.pop() {
+                                    pending.upstream_call.finish();
+                                }
                             }
                         }
                         Step::Whole { len } => {
@@ -238,6 +249,7 @@ impl ResponseSide {
                             let frame = upstream.buffer.split_to(len).freeze();
                             match self.queue.pop() {
                                 Some(Entry::Pending(pending)) => {
+                                    pending.upstream_call.finish();
                                     let frame = self.change(&pending, frame)?;
                                     self.out.push_frame(frame).map_err(DriverError::Client)?;
                                 }
@@ -285,7 +297,7 @@ impl ResponseSide {
         )?;
         // Open the broker ports before the client can learn them from this response.
         for node_id in rewritten.node_ids {
-            listeners::ensure_broker_listener(shared, node_id);
+            shared.broker_listeners.ensure(shared, node_id);
         }
         Ok(rewritten.frame)
     }

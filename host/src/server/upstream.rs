@@ -437,6 +437,23 @@ impl UpstreamConnection {
         }
     }
 
+    /// Re-authenticates if the session is close to its end. For a connection that carries only
+    /// Portcullis' own requests (the `delegated` policy's service connection), so the answers are
+    /// read here directly.
+    pub async fn reauthenticate_if_due(&mut self) -> Result<bool, UpstreamError> {
+        let Some(reauth) = &self.reauth else {
+            return Ok(false);
+        };
+        if Instant::now() < reauth.due {
+            return Ok(false);
+        }
+        let (login, version) = (Arc::clone(&reauth.login), reauth.authenticate_version);
+        let address = self.address.clone();
+        self.reauth = authenticate(self, &address, &login, version).await?;
+        tracing::debug!(%address, "upstream session re-authenticated");
+        Ok(true)
+    }
+
     /// Sends one of Portcullis' own requests and waits for its response.
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &mut self,

@@ -353,6 +353,14 @@ pub struct AbiHostServices {
     /// Publishes a metric value (`kind`: a `METRIC_*` code).
     pub publish_metric:
         Option<unsafe extern "C" fn(context: *const c_void, kind: u32, name: AbiBytes, value: f64)>,
+    /// (Services version 2.) Opens a span named by the UTF-8 `name` as a child of the host's
+    /// current span and makes it current on the calling thread; returns its handle, or 0 when
+    /// the host traces nothing (then `span_exit` need not be called). The plugin's log lines go
+    /// to the innermost open span.
+    pub span_enter: Option<unsafe extern "C" fn(context: *const c_void, name: AbiBytes) -> u64>,
+    /// (Services version 2.) Closes the span `handle` from `span_enter`, on the thread that
+    /// opened it, and any span the plugin opened inside it and left open.
+    pub span_exit: Option<unsafe extern "C" fn(context: *const c_void, handle: u64)>,
 }
 
 // SAFETY: the table is immutable once built, and the host promises its functions may be called

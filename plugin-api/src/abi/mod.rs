@@ -42,7 +42,7 @@ pub const ABI_VERSION: u32 = 2;
 /// The version of [`AbiHostServices`] this crate builds (host side) and knows (plugin side).
 /// Version 1: log, log_enabled, now_ms, scram_credential, token, token_without_extension,
 /// publish_metric. Later versions only append (tracing spans are the planned next slot).
-pub const SERVICES_VERSION: u32 = 1;
+pub const SERVICES_VERSION: u32 = 2;
 
 /// The name of the data symbol every plugin library exports.
 pub const DECLARATION_SYMBOL: &str = "PORTCULLIS_PLUGIN_DECLARATION";

@@ -36,6 +36,8 @@ const NONE: AbiHostServices = AbiHostServices {
     token: None,
     token_without_extension: None,
     publish_metric: None,
+    span_enter: None,
+    span_exit: None,
 };
 
 /// The host services behind `table`, copying only the prefix both this plugin and the host know.
@@ -130,6 +132,23 @@ impl HostServices for Imported {
         if let Some(publish) = table.publish_metric {
             // SAFETY: the host's function with its context; the name outlives the call.
             unsafe { publish(table.context, code, AbiBytes::from_text(name), value) };
+        }
+    }
+
+    fn span_enter(&self, name: &str) -> u64 {
+        let table = &self.0 .0;
+        match table.span_enter {
+            // SAFETY: the host's function with its context; the name outlives the call.
+            Some(enter) => unsafe { enter(table.context, AbiBytes::from_text(name)) },
+            None => 0,
+        }
+    }
+
+    fn span_exit(&self, handle: u64) {
+        let table = &self.0 .0;
+        if let Some(exit) = table.span_exit {
+            // SAFETY: the host's function with its context.
+            unsafe { exit(table.context, handle) };
         }
     }
 }

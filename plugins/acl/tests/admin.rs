@@ -292,3 +292,126 @@ fn registered_as_acl() {
         "{typo}"
     );
 }
+
+/// Two DeleteAcls decided on the same view (two connections, or two nodes' requests on the
+/// writer) must not both report the same ACL as deleted: Kafka serialises them on its controller.
+/// Each removal is conditional on the binding still being live, so the second is decided again on
+/// the new view and finds nothing. Concurrent creations of one binding store it once.
+#[test]
+fn concurrent_deletes_report_an_acl_once_and_creates_store_it_once() {
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{
+        ApiKey, CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+        RequestHeader, ResponseHeader,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use portcullis::envelope::ForwardedPrincipal;
+    use portcullis::local::acls::AclApis;
+    use portcullis::local::forwarded::run_on_writer;
+    use portcullis::local::{Effect, LocalHandler};
+    use portcullis::principal::Principal;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FileMetadataStore::open(dir.path()).unwrap());
+    let config = AclAuthorizerConfig::new(vec!["User:admin".into()], false);
+    let authorizer = Arc::new(AclAuthorizer::open(&config, store.clone()).unwrap());
+    let handlers: Vec<Arc<dyn LocalHandler>> = AclApis::handlers(Some(authorizer.clone()))
+        .into_iter()
+        .collect();
+    let admin = ForwardedPrincipal {
+        principal: Principal::user("admin"),
+        token_authenticated: false,
+    };
+    let frame = |key: ApiKey, body: &dyn Fn(&mut BytesMut)| -> Bytes {
+        let mut out = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(2)
+            .with_correlation_id(1)
+            .encode(&mut out, 2)
+            .unwrap();
+        body(&mut out);
+        out.freeze()
+    };
+    // Run as the cluster's writer runs every mutation (its own clients' and forwarded ones).
+    let handle = |frame: &Bytes| -> Effect {
+        run_on_writer(
+            &handlers,
+            frame,
+            &admin,
+            "127.0.0.1".parse().unwrap(),
+            "test",
+            0,
+        )
+        .unwrap()
+    };
+    let answer = |effect: Effect| -> Bytes {
+        match effect.resolve(store.as_ref(), 0) {
+            Effect::Respond(bytes) => bytes,
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    };
+    let body_of = |bytes: Bytes| -> Bytes {
+        let mut buf = bytes;
+        ResponseHeader::decode(&mut buf, 1).unwrap();
+        buf
+    };
+
+    let create = frame(ApiKey::CreateAcls, &|out| {
+        CreateAclsRequest::default()
+            .with_creations(vec![AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("t"))
+                .with_resource_pattern_type(3)
+                .with_principal(StrBytes::from_static_str("User:x"))
+                .with_host(StrBytes::from_static_str("*"))
+                .with_operation(3)
+                .with_permission_type(3)])
+            .encode(out, 2)
+            .unwrap()
+    });
+    let (first, second) = (handle(&create), handle(&create));
+    assert!(matches!(first, Effect::Persist(_)) && matches!(second, Effect::Persist(_)));
+    for effect in [first, second] {
+        let response = CreateAclsResponse::decode(&mut body_of(answer(effect)), 2).unwrap();
+        assert_eq!(response.results[0].error_code, 0);
+    }
+    let acl_records = |store: &FileMetadataStore| {
+        store
+            .snapshot()
+            .unwrap()
+            .into_iter()
+            .filter(|r| matches!(r, MetadataRecord::Acl { .. }))
+            .count()
+    };
+    assert_eq!(acl_records(&store), 1, "the binding was stored twice");
+
+    let delete = frame(ApiKey::DeleteAcls, &|out| {
+        DeleteAclsRequest::default()
+            .with_filters(vec![DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1)])
+            .encode(out, 2)
+            .unwrap()
+    });
+    // Both decided before either is written.
+    let (first, second) = (handle(&delete), handle(&delete));
+    let reported: Vec<usize> = [first, second]
+        .into_iter()
+        .map(|effect| {
+            let response = DeleteAclsResponse::decode(&mut body_of(answer(effect)), 2).unwrap();
+            response.filter_results[0].matching_acls.len()
+        })
+        .collect();
+    assert_eq!(reported, [1, 0], "both deletions reported the ACL");
+    assert!(authorizer
+        .describe_acls(&filter(Rt::Any, None, Pt::Any))
+        .is_empty());
+}

@@ -1,10 +1,12 @@
 //! Built-in forwarding policies.
 //!
-//! `passthrough`: the security APIs (SASL, ApiVersions, ACLs, delegation tokens, SCRAM
+//! `passthrough` (the default): the security APIs (SASL, ApiVersions, ACLs, delegation tokens, SCRAM
 //! credentials, Envelope) are served by Portcullis itself; everything else goes upstream as the
 //! service identity; API keys listed in `deny_api_keys` are refused (`Route::Reject` with
 //! POLICY_VIOLATION, which the connection answers with Kafka's denial response for that API).
 #![deny(missing_docs)]
+
+pub mod delegated;
 
 use std::sync::Arc;
 

@@ -553,15 +553,13 @@ fn failed_condition(
     live: &HashMap<RecordKey, Offset>,
     overlay: &HashMap<RecordKey, Option<Offset>>,
 ) -> Option<RecordKey> {
-    conditions.iter().find_map(|condition| match condition {
-        Condition::Latest { key, offset } => {
-            let current = match overlay.get(key) {
-                Some(latest) => *latest,
-                None => live.get(key).copied(),
-            };
-            (current != *offset).then(|| key.clone())
-        }
-        _ => None,
+    conditions.iter().find_map(|condition| {
+        let key = condition.key();
+        let current = match overlay.get(key) {
+            Some(latest) => *latest,
+            None => live.get(key).copied(),
+        };
+        (!condition.holds(current)).then(|| key.clone())
     })
 }
 

@@ -194,6 +194,27 @@ public final class TokenDifferential {
                 new AccessControlEntry(principal, "*", operation, AclPermissionType.ALLOW));
         as("admin").createAcls(List.of(b)).all().get(60, TimeUnit.SECONDS);
         grants.add(b);
+        awaitAcls(b.toFilter(), true);
+    }
+
+    /**
+     * Waits (up to 10 s) until DescribeAcls shows the filter's bindings present or gone. Kafka's
+     * brokers apply ACL writes from the metadata log after CreateAcls/DeleteAcls return, so a
+     * request right after a grant may still be refused there; Portcullis answers a write only once
+     * its view has it, so against it the first read already agrees.
+     */
+    private void awaitAcls(AclBindingFilter filter, boolean present) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            boolean seen = !as("admin").describeAcls(filter).values().get(30, TimeUnit.SECONDS).isEmpty();
+            if (seen == present) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("ACLs not " + (present ? "visible" : "gone") + " after 10 s: " + filter);
+            }
+            Thread.sleep(50);
+        }
     }
 
     void revokeGrants() throws Exception {
@@ -206,6 +227,9 @@ public final class TokenDifferential {
             filters.add(b.toFilter());
         }
         as("admin").deleteAcls(filters).all().get(60, TimeUnit.SECONDS);
+        for (AclBindingFilter f : filters) {
+            awaitAcls(f, false);
+        }
     }
 
     byte[] hmac(String label) {

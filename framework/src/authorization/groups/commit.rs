@@ -233,17 +233,7 @@ mod tests {
                     OffsetDeleteResponsePartition::default().with_partition_index(3)
                 ])]);
         let merged: OffsetDeleteResponse = applied(&plan, ApiKey::OffsetDelete, 0, &upstream);
-        let codes: Vec<_> = merged
-            .topics
-            .iter()
-            .map(|t| {
-                (
-                    t.name.0.to_string(),
-                    t.partitions[0].partition_index,
-                    t.partitions[0].error_code,
-                )
-            })
-            .collect();
+        let codes = first_partition_codes!(merged.topics);
         assert_eq!(codes, [("b".into(), 3, 0), ("a".into(), 3, 29)]);
         // Every topic denied: answered locally, per partition.
         let r: OffsetDeleteResponse = response_body(

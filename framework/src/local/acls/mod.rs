@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
+use super::{encode, Effect, LocalHandler, LocalRequest, Persist, PersistError, PersistOutcome};
 use crate::acl::{
     AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter, AclOperation,
     PatternType, PermissionType, ResourcePattern, ResourcePatternFilter, ResourceType,
@@ -21,9 +21,8 @@ use crate::acl::{
 use crate::authorizer::{AclAdminError, Authorizer};
 use crate::errors::ErrorCode;
 use crate::protocol::api::{CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS};
-use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
-use crate::store::AppendBatch;
+use crate::store::{AppendBatch, Condition, MetadataRecord};
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
@@ -137,35 +136,13 @@ impl AclApis {
                 None,
             ))));
         }
-        let Some(admin) = authorizer.acl_admin() else {
+        let Some(authorizer) = self.authorizer.clone() else {
             return Ok(Outcome::Now(response.with_results(each(
                 ErrorCode::SECURITY_DISABLED,
                 Some(NO_AUTHORIZER),
             ))));
         };
-        let Some(prepared) = admin.prepare_create_acls(&creations) else {
-            return Ok(Outcome::Now(
-                response.with_results(creation_results(admin.create_acls(&creations))),
-            ));
-        };
-        if prepared.changes.is_empty() {
-            return Ok(Outcome::Now(
-                response.with_results(creation_results(prepared.outcome)),
-            ));
-        }
-        Ok(Outcome::persist(
-            prepared.changes.into_iter().map(Into::into).collect(),
-            move |stored: PersistOutcome| {
-                let outcome = match stored {
-                    Ok(_) => prepared.outcome,
-                    Err(e) => {
-                        tracing::error!(error = ?e, "storing ACLs failed");
-                        fail_stored(prepared.outcome)
-                    }
-                };
-                CreateAclsResponse::default().with_results(creation_results(outcome))
-            },
-        ))
+        Ok(prepare_create(authorizer, creations))
     }
 
     fn delete(
@@ -205,53 +182,142 @@ impl AclApis {
                 None,
             ))));
         }
-        let Some(admin) = authorizer.acl_admin() else {
+        let Some(authorizer) = self.authorizer.clone() else {
             return Ok(Outcome::Now(response.with_filter_results(each(
                 ErrorCode::SECURITY_DISABLED,
                 Some(NO_AUTHORIZER),
             ))));
         };
         let filters: Vec<AclBindingFilter> = filters.into_iter().flatten().collect();
-        let count = filters.len();
-        let Some(prepared) = admin.prepare_delete_acls(&filters) else {
-            return Ok(Outcome::Now(response.with_filter_results(
-                deletion_results(admin.delete_acls(&filters), count),
-            )));
-        };
-        if prepared.changes.is_empty() {
-            return Ok(Outcome::Now(response.with_filter_results(
-                deletion_results(Ok(prepared.outcome), count),
-            )));
-        }
-        Ok(Outcome::persist(
-            prepared.changes.into_iter().map(Into::into).collect(),
-            move |stored: PersistOutcome| {
-                let deleted = match stored {
-                    Ok(_) => Ok(prepared.outcome),
-                    Err(e) => {
-                        tracing::error!(error = ?e, "storing ACL deletions failed");
-                        Err(AclAdminError::Store(STORE_FAILED.to_owned()))
-                    }
-                };
-                DeleteAclsResponse::default().with_filter_results(deletion_results(deleted, count))
-            },
-        ))
+        Ok(prepare_delete(authorizer, filters))
     }
 }
 
-/// A response now, or records to persist first and the response to build once they are.
+/// Works out a CreateAcls on the current view. The new bindings are written only if they are
+/// still absent when the write happens (`Condition::Latest` with no offset); if another writer
+/// created one first, the request is decided again on the new view (the duplicate is then
+/// accepted without a record, as Kafka accepts it).
+fn prepare_create(
+    authorizer: Arc<dyn Authorizer>,
+    creations: Vec<AclBinding>,
+) -> Outcome<CreateAclsResponse> {
+    let response = CreateAclsResponse::default();
+    let Some(admin) = authorizer.acl_admin() else {
+        return Outcome::Now(
+            response.with_results(
+                creations
+                    .iter()
+                    .map(|_| {
+                        creation_result(
+                            ErrorCode::SECURITY_DISABLED,
+                            Some(NO_AUTHORIZER.to_owned()),
+                        )
+                    })
+                    .collect(),
+            ),
+        );
+    };
+    let Some(prepared) = admin.prepare_create_acls(&creations) else {
+        return Outcome::Now(
+            response.with_results(creation_results(admin.create_acls(&creations))),
+        );
+    };
+    let records: Vec<MetadataRecord> = prepared.changes.into_iter().map(Into::into).collect();
+    if records.is_empty() {
+        return Outcome::Now(response.with_results(creation_results(prepared.outcome)));
+    }
+    let conditions = records
+        .iter()
+        .map(|r| Condition::Latest {
+            key: r.key(),
+            offset: None,
+        })
+        .collect();
+    let batch = AppendBatch::new(records).with_conditions(conditions);
+    let outcome = prepared.outcome;
+    Outcome::Later(
+        batch,
+        Box::new(move |stored: PersistOutcome| match stored {
+            Ok(_) => {
+                Outcome::Now(CreateAclsResponse::default().with_results(creation_results(outcome)))
+            }
+            Err(PersistError::Conflict) => prepare_create(authorizer, creations),
+            Err(e) => {
+                tracing::error!(error = ?e, "storing ACLs failed");
+                Outcome::Now(
+                    CreateAclsResponse::default()
+                        .with_results(creation_results(fail_stored(outcome))),
+                )
+            }
+        }),
+    )
+}
+
+/// Works out a DeleteAcls on the current view. Each removal is written only if its binding is
+/// still live (`Condition::Live`): of two deletions decided on the same view, the first is
+/// written and reports the binding; the second is decided again and finds nothing, as Kafka's
+/// serialised controller would answer.
+fn prepare_delete(
+    authorizer: Arc<dyn Authorizer>,
+    filters: Vec<AclBindingFilter>,
+) -> Outcome<DeleteAclsResponse> {
+    let count = filters.len();
+    let response = DeleteAclsResponse::default();
+    let Some(admin) = authorizer.acl_admin() else {
+        return Outcome::Now(
+            response.with_filter_results(
+                (0..count)
+                    .map(|_| filter_error(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER)))
+                    .collect(),
+            ),
+        );
+    };
+    let Some(prepared) = admin.prepare_delete_acls(&filters) else {
+        return Outcome::Now(
+            response.with_filter_results(deletion_results(admin.delete_acls(&filters), count)),
+        );
+    };
+    let records: Vec<MetadataRecord> = prepared.changes.into_iter().map(Into::into).collect();
+    if records.is_empty() {
+        return Outcome::Now(
+            response.with_filter_results(deletion_results(Ok(prepared.outcome), count)),
+        );
+    }
+    let conditions = records
+        .iter()
+        .map(|r| Condition::Live { key: r.key() })
+        .collect();
+    let batch = AppendBatch::new(records).with_conditions(conditions);
+    let outcome = prepared.outcome;
+    Outcome::Later(
+        batch,
+        Box::new(move |stored: PersistOutcome| match stored {
+            Ok(_) => Outcome::Now(
+                DeleteAclsResponse::default()
+                    .with_filter_results(deletion_results(Ok(outcome), count)),
+            ),
+            Err(PersistError::Conflict) => prepare_delete(authorizer, filters),
+            Err(e) => {
+                tracing::error!(error = ?e, "storing ACL deletions failed");
+                Outcome::Now(
+                    DeleteAclsResponse::default().with_filter_results(deletion_results(
+                        Err(AclAdminError::Store(STORE_FAILED.to_owned())),
+                        count,
+                    )),
+                )
+            }
+        }),
+    )
+}
+
+/// A response now, or records to persist first and what to do once they are: answer, or (after
+/// a conflict) decide again on the new view.
 enum Outcome<T> {
     Now(T),
-    Later(AppendBatch, Box<dyn FnOnce(PersistOutcome) -> T + Send>),
-}
-
-impl<T> Outcome<T> {
-    fn persist(
-        records: Vec<crate::store::MetadataRecord>,
-        then: impl FnOnce(PersistOutcome) -> T + Send + 'static,
-    ) -> Self {
-        Outcome::Later(AppendBatch::new(records), Box::new(then))
-    }
+    Later(
+        AppendBatch,
+        Box<dyn FnOnce(PersistOutcome) -> Outcome<T> + Send>,
+    ),
 }
 
 /// What the client is told when the ACL records could not be stored (details go to the log).
@@ -320,13 +386,13 @@ impl LocalHandler for AclApis {
         };
         match result {
             Ok(effect) => effect,
-            Err(e) => Effect::Close(e.to_string()),
+            Err(e) => Effect::Close(e.into()),
         }
     }
 }
 
 /// Encodes an outcome now, or once its records are durable.
-fn finish_outcome<T: kafka_protocol::protocol::Encodable + 'static>(
+fn finish_outcome<T: kafka_protocol::protocol::Encodable + Send + 'static>(
     outcome: Outcome<T>,
     key: ApiKey,
     api_version: i16,
@@ -335,7 +401,7 @@ fn finish_outcome<T: kafka_protocol::protocol::Encodable + 'static>(
     match outcome {
         Outcome::Now(body) => encode(key, api_version, correlation_id, &body),
         Outcome::Later(batch, then) => Effect::Persist(Persist::new(batch, move |stored, _now| {
-            encode(key, api_version, correlation_id, &then(stored))
+            finish_outcome(then(stored), key, api_version, correlation_id)
         })),
     }
 }
@@ -456,18 +522,6 @@ fn error_code(e: &AclAdminError) -> ErrorCode {
     match e {
         AclAdminError::Invalid(_) => ErrorCode::INVALID_REQUEST,
         _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-    }
-}
-
-fn encode<T: kafka_protocol::protocol::Encodable>(
-    key: ApiKey,
-    api_version: i16,
-    correlation_id: i32,
-    body: &T,
-) -> Effect {
-    match encode_response(key, api_version, correlation_id, body) {
-        Ok(bytes) => Effect::Respond(bytes),
-        Err(e) => Effect::Close(e.to_string()),
     }
 }
 

@@ -27,12 +27,13 @@ use crate::acl::{AclOperation, ResourceType};
 use crate::authorizer::Authorizer;
 use crate::connection::Session;
 use crate::errors::ErrorCode;
+use crate::metrics::{SecurityRecorder, TokenOperation};
 use crate::principal::{Principal, USER_TYPE};
 use crate::protocol::api::{
     CREATE_DELEGATION_TOKEN, DESCRIBE_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN,
     RENEW_DELEGATION_TOKEN,
 };
-use crate::protocol::codec::encode_response;
+use crate::telemetry::SPAN_TARGET;
 use crate::tokens::{CreateRequest, TokenInfo, TokenManager};
 
 /// Kafka's `DelegationTokenManager.ErrorTimestamp`: the timestamps of the broker's refusals.
@@ -45,6 +46,7 @@ const ERROR_TIMESTAMP: i64 = -1;
 pub struct DelegationTokenApis {
     manager: Option<Arc<TokenManager>>,
     authorizer: Option<Arc<dyn Authorizer>>,
+    recorder: Option<Arc<dyn SecurityRecorder>>,
     api_key: i16,
 }
 
@@ -54,6 +56,15 @@ impl DelegationTokenApis {
     pub fn handlers(
         manager: Option<Arc<TokenManager>>,
         authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> [Arc<dyn LocalHandler>; 4] {
+        Self::handlers_recording(manager, authorizer, None)
+    }
+
+    /// The four handlers, each answered operation counted by `recorder` (the host's telemetry).
+    pub fn handlers_recording(
+        manager: Option<Arc<TokenManager>>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        recorder: Option<Arc<dyn SecurityRecorder>>,
     ) -> [Arc<dyn LocalHandler>; 4] {
         [
             CREATE_DELEGATION_TOKEN,
@@ -65,6 +76,7 @@ impl DelegationTokenApis {
             Arc::new(Self {
                 manager: manager.clone(),
                 authorizer: authorizer.clone(),
+                recorder: recorder.clone(),
                 api_key,
             }) as Arc<dyn LocalHandler>
         })
@@ -99,20 +111,25 @@ impl LocalHandler for DelegationTokenApis {
 
     fn handle(&self, request: &LocalRequest<'_>) -> Effect {
         let version = request.header.api_version;
+        let trace = self.trace(request);
+        let malformed = |e: crate::protocol::reader::Malformed| {
+            trace.finish("malformed");
+            Effect::Close(e.into())
+        };
         match self.api_key {
             CREATE_DELEGATION_TOKEN => match decode::create(request.body, version) {
-                Ok(body) => self.create(request, body),
-                Err(e) => Effect::Close(e.to_string()),
+                Ok(body) => self.create(request, body, trace.clone()),
+                Err(e) => malformed(e),
             },
             RENEW_DELEGATION_TOKEN | EXPIRE_DELEGATION_TOKEN => {
                 match decode::hmac_and_period(request.body, version) {
-                    Ok(body) => self.renew_or_expire(request, body),
-                    Err(e) => Effect::Close(e.to_string()),
+                    Ok(body) => self.renew_or_expire(request, body, trace.clone()),
+                    Err(e) => malformed(e),
                 }
             }
             _ => match decode::describe(request.body, version) {
-                Ok(owners) => self.describe(request, owners),
-                Err(e) => Effect::Close(e.to_string()),
+                Ok(owners) => self.describe(request, owners, trace.clone()),
+                Err(e) => malformed(e),
             },
         }
     }
@@ -126,36 +143,106 @@ pub fn token_requests_allowed(session: &Session) -> bool {
     session.token_id.is_none() && !session.mechanism.is_empty()
 }
 
-/// Where a response goes: its API, version and correlation id.
-#[derive(Clone, Copy)]
+impl DelegationTokenApis {
+    fn operation(&self) -> TokenOperation {
+        match self.api_key {
+            CREATE_DELEGATION_TOKEN => TokenOperation::Create,
+            RENEW_DELEGATION_TOKEN => TokenOperation::Renew,
+            EXPIRE_DELEGATION_TOKEN => TokenOperation::Expire,
+            _ => TokenOperation::Describe,
+        }
+    }
+
+    /// The operation's span, a child of the request's (current while the framework handles it).
+    fn trace(&self, request: &LocalRequest<'_>) -> TokenTrace {
+        let operation = self.operation();
+        let span = tracing::info_span!(
+            target: SPAN_TARGET,
+            "delegation_token",
+            otel.name = tracing::field::Empty,
+            token.operation = operation.as_str(),
+            enduser.id = %request.session.principal,
+            token.owner = tracing::field::Empty,
+            token.id = tracing::field::Empty,
+            token.count = tracing::field::Empty,
+            token.outcome = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            span.record(
+                "otel.name",
+                format!("delegation_token.{}", operation.as_str()),
+            );
+        }
+        TokenTrace {
+            span,
+            operation,
+            recorder: self.recorder.clone(),
+        }
+    }
+}
+
+/// One token operation as traced and counted: the span stays open until the answer is known
+/// (after the store persisted the change, for create / renew / expire). It records who and what,
+/// never the HMAC (the token's password) nor anything derived from it.
+#[derive(Clone)]
+struct TokenTrace {
+    span: tracing::Span,
+    operation: TokenOperation,
+    recorder: Option<Arc<dyn SecurityRecorder>>,
+}
+
+impl TokenTrace {
+    /// The token the operation is about (known once the manager found or made it).
+    fn token(&self, token_id: &str, owner: &Principal) {
+        self.span.record("token.id", token_id);
+        self.span
+            .record("token.owner", tracing::field::display(owner));
+    }
+
+    /// The operation was answered: `success`, or why not.
+    fn finish(&self, outcome: &'static str) {
+        self.span.record("token.outcome", outcome);
+        if let Some(recorder) = &self.recorder {
+            recorder.token_operation(self.operation, outcome);
+        }
+    }
+}
+
+/// Where a response goes: its API, version and correlation id, and the operation's trace.
+#[derive(Clone)]
 struct Reply {
     key: ApiKey,
     version: i16,
     correlation_id: i32,
+    trace: TokenTrace,
 }
 
 impl Reply {
-    fn of(key: ApiKey, request: &LocalRequest<'_>) -> Self {
+    fn of(key: ApiKey, request: &LocalRequest<'_>, trace: TokenTrace) -> Self {
         Self {
             key,
             version: request.header.api_version,
             correlation_id: request.header.correlation_id,
+            trace,
         }
     }
 
-    fn send<T: kafka_protocol::protocol::Encodable>(self, body: &T) -> Effect {
-        match encode_response(self.key, self.version, self.correlation_id, body) {
-            Ok(bytes) => Effect::Respond(bytes),
-            Err(e) => Effect::Close(e.to_string()),
-        }
+    /// Answers with `body`, whose error code is `code`, and ends the operation's trace.
+    fn send<T: kafka_protocol::protocol::Encodable>(&self, code: ErrorCode, body: &T) -> Effect {
+        self.trace.finish(if code == ErrorCode::NONE {
+            "success"
+        } else {
+            code.name()
+        });
+        super::encode(self.key, self.version, self.correlation_id, body)
     }
 }
 
 // ---- CreateDelegationToken ---------------------------------------------------------------------
 
 impl DelegationTokenApis {
-    fn create(&self, request: &LocalRequest<'_>, body: CreateBody) -> Effect {
-        let reply = Reply::of(ApiKey::CreateDelegationToken, request);
+    fn create(&self, request: &LocalRequest<'_>, body: CreateBody, trace: TokenTrace) -> Effect {
+        let reply = Reply::of(ApiKey::CreateDelegationToken, request, trace);
         let requester = request.session.principal.clone();
         let owner = match body.owner_name.as_deref() {
             Some(name) if !name.is_empty() => match body.owner_type {
@@ -170,25 +257,25 @@ impl DelegationTokenApis {
                         kind: String::new(),
                         name: name.to_owned(),
                     };
-                    return reply.send(&create_error(
+                    return reply.send(
                         ErrorCode::UNKNOWN_SERVER_ERROR,
-                        &no_type,
-                        &requester,
-                        ERROR_TIMESTAMP,
-                        reply.version,
-                    ));
+                        &create_error(
+                            ErrorCode::UNKNOWN_SERVER_ERROR,
+                            &no_type,
+                            &requester,
+                            ERROR_TIMESTAMP,
+                            reply.version,
+                        ),
+                    );
                 }
             },
             _ => requester.clone(),
         };
         let refuse = |code: ErrorCode, timestamp: i64| {
-            reply.send(&create_error(
+            reply.send(
                 code,
-                &owner,
-                &requester,
-                timestamp,
-                reply.version,
-            ))
+                &create_error(code, &owner, &requester, timestamp, reply.version),
+            )
         };
         if !token_requests_allowed(request.session) {
             return refuse(
@@ -239,30 +326,34 @@ fn create_token(
     let token = match manager.create(&create, now_ms) {
         Ok(token) => token,
         Err(code) => {
-            return reply.send(&create_error(
+            return reply.send(
                 code,
-                &create.owner,
-                &create.requester,
-                0,
-                reply.version,
-            ))
+                &create_error(code, &create.owner, &create.requester, 0, reply.version),
+            )
         }
     };
+    reply.trace.token(&token.info.token_id, &token.info.owner);
     let batch = token.batch.clone();
     Effect::Persist(Persist::new(
         batch,
         move |stored: PersistOutcome, now| match stored {
-            Ok(_) => reply.send(&created(&token.info, &token.hmac, reply.version)),
+            Ok(_) => reply.send(
+                ErrorCode::NONE,
+                &created(&token.info, &token.hmac, reply.version),
+            ),
             Err(PersistError::Conflict) => create_token(manager, create, reply, now),
-            Err(PersistError::Failed(reason)) => {
-                tracing::error!(%reason, "storing a delegation token failed");
-                reply.send(&create_error(
+            Err(error) => {
+                tracing::error!(?error, "storing a delegation token failed");
+                reply.send(
                     ErrorCode::UNKNOWN_SERVER_ERROR,
-                    &create.owner,
-                    &create.requester,
-                    0,
-                    reply.version,
-                ))
+                    &create_error(
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        &create.owner,
+                        &create.requester,
+                        0,
+                        reply.version,
+                    ),
+                )
             }
         },
     ))
@@ -333,13 +424,18 @@ enum ExpiryOp {
 }
 
 impl DelegationTokenApis {
-    fn renew_or_expire(&self, request: &LocalRequest<'_>, body: HmacBody) -> Effect {
+    fn renew_or_expire(
+        &self,
+        request: &LocalRequest<'_>,
+        body: HmacBody,
+        trace: TokenTrace,
+    ) -> Effect {
         let (op, key) = if self.api_key == RENEW_DELEGATION_TOKEN {
             (ExpiryOp::Renew, ApiKey::RenewDelegationToken)
         } else {
             (ExpiryOp::Expire, ApiKey::ExpireDelegationToken)
         };
-        let reply = Reply::of(key, request);
+        let reply = Reply::of(key, request, trace);
         if !token_requests_allowed(request.session) {
             return expiry_answer(
                 op,
@@ -381,14 +477,15 @@ fn change_expiry(
         // The controller's refusals leave the expiry at 0.
         Err(code) => return expiry_answer(op, reply, code, 0),
     };
+    reply.trace.token(&change.token_id, &change.owner);
     let batch = change.batch.clone();
     Effect::Persist(Persist::new(
         batch,
         move |stored: PersistOutcome, now| match stored {
             Ok(_) => expiry_answer(op, reply, ErrorCode::NONE, change.expiry_ms),
             Err(PersistError::Conflict) => change_expiry(manager, op, principal, body, reply, now),
-            Err(PersistError::Failed(reason)) => {
-                tracing::error!(%reason, "storing a delegation token change failed");
+            Err(error) => {
+                tracing::error!(?error, "storing a delegation token change failed");
                 expiry_answer(op, reply, ErrorCode::UNKNOWN_SERVER_ERROR, 0)
             }
         },
@@ -398,11 +495,13 @@ fn change_expiry(
 fn expiry_answer(op: ExpiryOp, reply: Reply, code: ErrorCode, expiry_ms: i64) -> Effect {
     match op {
         ExpiryOp::Renew => reply.send(
+            code,
             &RenewDelegationTokenResponse::default()
                 .with_error_code(code.0)
                 .with_expiry_timestamp_ms(expiry_ms),
         ),
         ExpiryOp::Expire => reply.send(
+            code,
             &ExpireDelegationTokenResponse::default()
                 .with_error_code(code.0)
                 .with_expiry_timestamp_ms(expiry_ms),
@@ -413,10 +512,18 @@ fn expiry_answer(op: ExpiryOp, reply: Reply, code: ErrorCode, expiry_ms: i64) ->
 // ---- DescribeDelegationToken -----------------------------------------------------------------
 
 impl DelegationTokenApis {
-    fn describe(&self, request: &LocalRequest<'_>, owners: decode::DescribeBody) -> Effect {
-        let reply = Reply::of(ApiKey::DescribeDelegationToken, request);
+    fn describe(
+        &self,
+        request: &LocalRequest<'_>,
+        owners: decode::DescribeBody,
+        trace: TokenTrace,
+    ) -> Effect {
+        let reply = Reply::of(ApiKey::DescribeDelegationToken, request, trace);
         let refuse = |code: ErrorCode| {
-            reply.send(&DescribeDelegationTokenResponse::default().with_error_code(code.0))
+            reply.send(
+                code,
+                &DescribeDelegationTokenResponse::default().with_error_code(code.0),
+            )
         };
         if !token_requests_allowed(request.session) {
             return refuse(ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED);
@@ -428,7 +535,8 @@ impl DelegationTokenApis {
         // `ownersListEmpty`); null describes every token the requester may see.
         let owners: Option<Vec<Principal>> = owners.map(|o| o.into_iter().map(principal).collect());
         if owners.as_ref().is_some_and(Vec::is_empty) {
-            return reply.send(&DescribeDelegationTokenResponse::default());
+            reply.trace.span.record("token.count", 0);
+            return reply.send(ErrorCode::NONE, &DescribeDelegationTokenResponse::default());
         }
         let requester = &request.session.principal;
         let mut tokens: Vec<(TokenInfo, [u8; 64])> = manager
@@ -441,7 +549,11 @@ impl DelegationTokenApis {
             .iter()
             .map(|(info, hmac)| describe_token(info, hmac, reply.version))
             .collect();
-        reply.send(&DescribeDelegationTokenResponse::default().with_tokens(described))
+        reply.trace.span.record("token.count", tokens.len());
+        reply.send(
+            ErrorCode::NONE,
+            &DescribeDelegationTokenResponse::default().with_tokens(described),
+        )
     }
 
     /// Kafka's `filterToken`: the owner filter first (some listed principal is the token's

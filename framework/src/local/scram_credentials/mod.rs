@@ -14,13 +14,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
+use super::{encode, Effect, LocalHandler, LocalRequest, Persist, PersistOutcome};
 use crate::acl::AclOperation;
 use crate::authorizer::Authorizer;
 use crate::credentials::ScramMechanism;
 use crate::errors::ErrorCode;
 use crate::protocol::api::{ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS};
-use crate::protocol::codec::encode_response;
 use crate::protocol::reader::{Malformed, Reader};
 use crate::store::{AppendBatch, MetadataRecord};
 
@@ -140,7 +139,7 @@ impl ScramCredentialsApi {
     fn describe(&self, request: &LocalRequest<'_>) -> Effect {
         let users = match decode_describe(request.body) {
             Ok(users) => users,
-            Err(e) => return Effect::Close(e.to_string()),
+            Err(e) => return Effect::Close(e.into()),
         };
         let mut response = DescribeUserScramCredentialsResponse::default();
         if !self.cluster_allowed(request, AclOperation::Describe) {
@@ -159,7 +158,7 @@ impl ScramCredentialsApi {
     fn alter(&self, request: &LocalRequest<'_>) -> Effect {
         let alterations = match decode_alter(request.body) {
             Ok(a) => a,
-            Err(e) => return Effect::Close(e.to_string()),
+            Err(e) => return Effect::Close(e.into()),
         };
         let (version, correlation_id) = (request.header.api_version, request.header.correlation_id);
         if !self.cluster_allowed(request, AclOperation::Alter) {
@@ -388,18 +387,6 @@ fn result(user: &str, code: ErrorCode, message: Option<String>) -> AlterUserScra
         .with_user(StrBytes::from_string(user.to_owned()))
         .with_error_code(code.0)
         .with_error_message(message.map(StrBytes::from_string))
-}
-
-fn encode<T: kafka_protocol::protocol::Encodable>(
-    key: ApiKey,
-    api_version: i16,
-    correlation_id: i32,
-    body: &T,
-) -> Effect {
-    match encode_response(key, api_version, correlation_id, body) {
-        Ok(bytes) => Effect::Respond(bytes),
-        Err(e) => Effect::Close(e.to_string()),
-    }
 }
 
 /// One alteration in request order (deletions first, then upsertions).

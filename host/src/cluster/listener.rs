@@ -1,0 +1,224 @@
+//! The inter-node listener (`[cluster] listener`): where the writer receives the mutations the
+//! other nodes forward (KIP-590 Envelopes), over mutual TLS only.
+//!
+//! - A peer must present a certificate chaining to `[cluster] ca_file`; without one the TLS
+//!   handshake fails and nothing is read. Its principal is what the node's `PrincipalBuilder`
+//!   makes of the certificate (`crate::tls_peer`; the default builder: `User:` + the subject, as
+//!   Kafka's default SSL principal).
+//! - The listener serves ApiVersions and Envelope only; any other request closes the connection
+//!   (as a Kafka controller listener does). Client listeners never serve Envelope.
+//! - An Envelope is checked as a KRaft controller checks it (kafka-security-semantics §7.3):
+//!   ClusterAction on Cluster for the peer (CLUSTER_AUTHORIZATION_FAILED), the forwarded
+//!   principal (PRINCIPAL_DESERIALIZATION_FAILURE), the client's IP (INVALID_REQUEST), the inner
+//!   request (UNSUPPORTED_VERSION when it cannot be parsed, INVALID_REQUEST when it is not a
+//!   forwardable API), this node being the writer (NOT_CONTROLLER); then the inner request runs
+//!   as the forwarded principal and IP, and its response goes back in the Envelope response.
+//!
+//! Every byte read here comes from the network: the frame size is bounded before anything is
+//! allocated, and the Envelope and principal are decoded with the bounds-checked reader.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+use portcullis::envelope::{self, EnvelopeResponse};
+use portcullis::errors::ErrorCode;
+use portcullis::principal::Principal;
+use portcullis::protocol::api::{API_VERSIONS, ENVELOPE};
+use portcullis::protocol::header;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use super::{Cluster, Failure};
+use crate::config::{ClientAuth, ClusterConfig, TlsConfig};
+
+/// The largest request accepted from a peer: an Envelope around one client mutation.
+const MAX_REQUEST: usize = 16 * 1024 * 1024;
+
+/// Binds the inter-node listener and serves it on the current runtime.
+///
+/// # Errors
+/// The TLS material cannot be read or the address cannot be bound.
+pub async fn spawn(
+    cluster: Arc<Cluster>,
+    config: &ClusterConfig,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let tls = crate::server::tls::server_config(&TlsConfig {
+        cert_file: config.cert_file.clone(),
+        key_file: config.key_file.clone(),
+        client_auth: ClientAuth::Required,
+        ca_file: Some(config.ca_file.clone()),
+    })
+    .map_err(|e| anyhow::anyhow!("[cluster] TLS: {e}"))?;
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let address = config.socket_address()?;
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on [cluster] listener {address}: {e}"))?;
+    tracing::info!(%address, "inter-node listener (mutual TLS) ready");
+    Ok(tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((socket, peer)) => {
+                    let (cluster, acceptor) = (Arc::clone(&cluster), acceptor.clone());
+                    tokio::spawn(async move {
+                        if let Err(reason) = serve(cluster, acceptor, socket, peer).await {
+                            tracing::debug!(%peer, %reason, "inter-node connection closed");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "inter-node listener: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }))
+}
+
+async fn serve(
+    cluster: Arc<Cluster>,
+    acceptor: TlsAcceptor,
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Result<(), String> {
+    let _ = socket.set_nodelay(true);
+    let mut stream = acceptor.accept(socket).await.map_err(|e| {
+        // A peer without a certificate from the cluster's CA ends here.
+        tracing::info!(%peer, error = %e, "inter-node TLS handshake refused");
+        format!("TLS: {e}")
+    })?;
+    // The peer's principal comes from its certificate through the node's principal builder,
+    // the same path a client certificate takes on a TLS client listener.
+    let tls_peer = crate::tls_peer::peer_of(stream.get_ref().1.peer_certificates());
+    let principal = cluster.peer_principal(&tls_peer, peer.ip()).map_err(|e| {
+        tracing::warn!(%peer, error = %e, "inter-node peer refused: no principal");
+        format!("no principal: {e}")
+    })?;
+    loop {
+        let Some(frame) = read_frame(&mut stream).await? else {
+            return Ok(());
+        };
+        let response = match header::peek_ids(&frame) {
+            Ok((API_VERSIONS, version, correlation_id)) => api_versions(version, correlation_id)?,
+            Ok((ENVELOPE, _, correlation_id)) => {
+                let answer = envelope_answer(&cluster, &principal, peer.ip(), &frame).await?;
+                envelope::encode_response(correlation_id, &answer)
+            }
+            Ok((api_key, ..)) => {
+                return Err(format!(
+                    "{principal} sent API {api_key} to the inter-node listener"
+                ))
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        write_frame(&mut stream, &response).await?;
+    }
+}
+
+/// Checks and runs one Envelope; `Err` closes the connection (an envelope that does not parse).
+async fn envelope_answer(
+    cluster: &Cluster,
+    peer: &Principal,
+    peer_address: IpAddr,
+    frame: &Bytes,
+) -> Result<EnvelopeResponse, String> {
+    let refused = |error: ErrorCode| EnvelopeResponse {
+        error,
+        response_data: None,
+    };
+    let header = header::parse(frame).map_err(|e| e.to_string())?;
+    if header.api_version != envelope::ENVELOPE_VERSION {
+        return Err(format!("Envelope v{}", header.api_version));
+    }
+    let body = frame.get(header.header_len..).unwrap_or_default();
+    let request = envelope::decode_request(body).map_err(|e| e.to_string())?;
+    if !cluster.peer_may_forward(peer, peer_address) {
+        tracing::warn!(%peer, "an Envelope from a peer without ClusterAction on the cluster");
+        return Ok(refused(ErrorCode::CLUSTER_AUTHORIZATION_FAILED));
+    }
+    let Some(principal) = request
+        .principal
+        .and_then(|bytes| envelope::deserialize_principal(bytes).ok())
+    else {
+        return Ok(refused(ErrorCode::PRINCIPAL_DESERIALIZATION_FAILURE));
+    };
+    let Some(client_address) = envelope::parse_ip(request.client_host) else {
+        return Ok(refused(ErrorCode::INVALID_REQUEST));
+    };
+    let inner = Bytes::copy_from_slice(request.request_data);
+    Ok(
+        match cluster.run_here(&inner, &principal, client_address).await {
+            Ok(data) => EnvelopeResponse {
+                error: ErrorCode::NONE,
+                response_data: Some(data),
+            },
+            Err(Failure::Retry(_)) => refused(ErrorCode::NOT_CONTROLLER),
+            Err(Failure::Envelope(code)) => refused(code),
+        },
+    )
+}
+
+/// ApiVersions: this listener serves ApiVersions (0–3) and Envelope (0).
+fn api_versions(version: i16, correlation_id: i32) -> Result<Bytes, String> {
+    let keys = vec![
+        ApiVersion::default()
+            .with_api_key(API_VERSIONS)
+            .with_min_version(0)
+            .with_max_version(3),
+        ApiVersion::default()
+            .with_api_key(ENVELOPE)
+            .with_min_version(0)
+            .with_max_version(0),
+    ];
+    let (error, version) = if (0..=3).contains(&version) {
+        (ErrorCode::NONE, version)
+    } else {
+        // KIP-511: an unknown version gets a v0 answer the client can read.
+        (ErrorCode::UNSUPPORTED_VERSION, 0)
+    };
+    let body = ApiVersionsResponse::default()
+        .with_error_code(error.0)
+        .with_api_keys(keys);
+    portcullis::protocol::codec::encode_response(
+        ApiKey::ApiVersions,
+        version,
+        correlation_id,
+        &body,
+    )
+    .map_err(|e| e.to_string())
+}
+
+async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Option<Bytes>, String> {
+    let mut size = [0u8; 4];
+    match stream.read_exact(&mut size).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let size = i32::from_be_bytes(size);
+    let size = usize::try_from(size).map_err(|_| format!("a negative frame size {size}"))?;
+    if size > MAX_REQUEST {
+        return Err(format!(
+            "a frame of {size} bytes (the limit is {MAX_REQUEST})"
+        ));
+    }
+    let mut frame = vec![0u8; size];
+    stream
+        .read_exact(&mut frame)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(Bytes::from(frame)))
+}
+
+async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> Result<(), String> {
+    let size = u32::try_from(frame.len()).map_err(|_| "a frame over 4 GiB".to_owned())?;
+    let mut out = Vec::with_capacity(4 + frame.len());
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend_from_slice(frame);
+    stream.write_all(&out).await.map_err(|e| e.to_string())?;
+    stream.flush().await.map_err(|e| e.to_string())
+}

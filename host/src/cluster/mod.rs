@@ -1,0 +1,363 @@
+//! Several nodes, one security state (`[store] kind = "kafka"`): where a security mutation runs.
+//!
+//! Every node's views follow the shared log (`portcullis-plugin-kafka-store`); one node, elected
+//! by the upstream cluster, writes it. A client's CreateAcls, DeleteAcls,
+//! AlterUserScramCredentials or Create/Renew/ExpireDelegationToken reaches the host as
+//! [`Persist::on_leader`](portcullis::local::Persist::on_leader) ([`Cluster::run_mutation`]):
+//!
+//! - on the writer, the local handler decides it on the writer's view, as the client's principal
+//!   and address, and the answer is sent once the writer's own view has applied the records;
+//! - elsewhere, it is wrapped in an Envelope (KIP-590) with the client's principal
+//!   (`DefaultPrincipalData`) and IP and sent to the writer's inter-node listener
+//!   ([`listener`], mutual TLS); the writer's answer goes back to the client unchanged. A writer
+//!   that moved (NOT_CONTROLLER, a dropped connection) is looked up again in the log and the
+//!   request retried until `[cluster] forward_timeout_ms`; then REQUEST_TIMED_OUT. Other envelope
+//!   errors become UNKNOWN_SERVER_ERROR, and UNSUPPORTED_VERSION closes the client's connection
+//!   so that it negotiates versions again (kafka-security-semantics §7.2).
+//!
+//! Reads (Describe*) are answered by every node from its own view.
+
+pub mod forward;
+pub mod listener;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use portcullis::authorizer::Authorizer;
+use portcullis::connection::RequestError;
+use portcullis::envelope::{self, ForwardedPrincipal};
+use portcullis::errors::ErrorCode;
+use portcullis::local::forwarded::{error_response, run_on_writer};
+use portcullis::local::{Effect, LeaderRequest, LocalHandler, PersistError};
+use portcullis::principal::{
+    AuthenticationContext, Principal, PrincipalBuilder, PrincipalError, TlsPeer,
+};
+use portcullis_plugin_kafka_store::KafkaMetadataStore;
+use tokio::time::Instant;
+
+use crate::config::ClusterConfig;
+use crate::store_writer::StoreWriter;
+
+/// The listener name inside request contexts of mutations run on the writer.
+pub const LISTENER_NAME: &str = "cluster";
+/// A continuation may ask to persist again after a conflict; past this many rounds the request
+/// fails rather than looping while other writers keep winning.
+const MAX_ROUNDS: usize = 16;
+
+/// [`Cluster::peer_principal`] with the builder given.
+fn peer_principal(
+    builder: &dyn PrincipalBuilder,
+    tls: &TlsPeer,
+    address: IpAddr,
+) -> Result<Principal, PrincipalError> {
+    if tls.subject.is_none() {
+        return Err(PrincipalError::Unavailable {
+            reason: "the peer's certificate has no readable subject".to_owned(),
+        });
+    }
+    builder.build(&AuthenticationContext::tls_only(
+        tls,
+        address,
+        LISTENER_NAME,
+    ))
+}
+
+/// What the client of a mutation gets.
+#[derive(Debug)]
+pub enum Answer {
+    /// This response, in the request's place.
+    Respond(Bytes),
+    /// Close the client's connection (the reason is logged).
+    Close(RequestError),
+}
+
+/// The node's part in its cluster.
+pub struct Cluster {
+    store: Arc<KafkaMetadataStore>,
+    writer: StoreWriter,
+    handlers: Vec<Arc<dyn LocalHandler>>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    /// The node's principal builder: it names inter-node peers from their certificates, as it
+    /// names clients on every other listener.
+    principal_builder: Arc<dyn PrincipalBuilder>,
+    peers: forward::Peers,
+    node_id: i32,
+    forward_timeout: Duration,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.node_id)
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// The cluster part of a node.
+    ///
+    /// # Errors
+    /// The TLS material of `[cluster]` cannot be read.
+    pub fn new(
+        config: &ClusterConfig,
+        node_id: i32,
+        store: Arc<KafkaMetadataStore>,
+        writer: StoreWriter,
+        handlers: Vec<Arc<dyn LocalHandler>>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        principal_builder: Arc<dyn PrincipalBuilder>,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            store,
+            writer,
+            handlers,
+            authorizer,
+            principal_builder,
+            peers: forward::Peers::new(config, node_id)?,
+            node_id,
+            forward_timeout: Duration::from_millis(config.forward_timeout_ms),
+        })
+    }
+
+    /// The principal of an inter-node peer, from the certificate it presented: the node's
+    /// `PrincipalBuilder` on a TLS-only context (the default builder gives `User:` + the
+    /// subject's RFC 2253 name, as Kafka's `DefaultKafkaPrincipalBuilder` does for an SSL peer).
+    ///
+    /// # Errors
+    /// The builder's refusal; a peer without a certificate subject is refused before it is asked
+    /// (the listener requires a client certificate, so a missing subject means one that cannot be
+    /// read, and an anonymous peer must never stand for a node).
+    pub fn peer_principal(
+        &self,
+        tls: &TlsPeer,
+        address: IpAddr,
+    ) -> Result<Principal, PrincipalError> {
+        peer_principal(self.principal_builder.as_ref(), tls, address)
+    }
+
+    /// The shared store.
+    pub fn store(&self) -> &Arc<KafkaMetadataStore> {
+        &self.store
+    }
+
+    /// Runs a client's mutation where the writer is (see the module documentation).
+    pub async fn run_mutation(&self, request: &LeaderRequest) -> Answer {
+        let deadline = Instant::now() + self.forward_timeout;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let attempt = if self.store.is_writer() {
+                self.run_here(&request.frame, &request.principal, request.client_address)
+                    .await
+            } else {
+                self.forward(request).await
+            };
+            match attempt {
+                Ok(bytes) => return Answer::Respond(bytes),
+                // The writer moved, or none is known yet: look it up again and retry.
+                Err(Failure::Retry(reason)) => {
+                    tracing::debug!(%reason, "retrying a mutation on the cluster's writer");
+                }
+                Err(Failure::Envelope(ErrorCode::UNSUPPORTED_VERSION)) => {
+                    return Answer::Close(RequestError::WriterUnsupportedVersion)
+                }
+                Err(Failure::Envelope(code)) => {
+                    tracing::warn!(error = %code, api_key = request.api_key, "the cluster's writer refused a forwarded mutation");
+                    return error_answer(&request.frame, ErrorCode::UNKNOWN_SERVER_ERROR);
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::warn!(
+                    api_key = request.api_key,
+                    timeout_ms = self.forward_timeout.as_millis() as u64,
+                    "no writer answered a mutation in time"
+                );
+                return error_answer(&request.frame, ErrorCode::REQUEST_TIMED_OUT);
+            }
+            tokio::time::sleep(backoff.min(deadline - now)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn forward(&self, request: &LeaderRequest) -> Result<Bytes, Failure> {
+        let Some(leader) = self.store.leader() else {
+            return Err(Failure::Retry("no writer is known yet".to_owned()));
+        };
+        if leader.node_id == self.node_id {
+            // The log still names this node, which is no longer (or not yet) the writer.
+            return Err(Failure::Retry(
+                "this node was the writer and is not any more".to_owned(),
+            ));
+        }
+        let principal = envelope::serialize_principal(&request.principal);
+        let response = self
+            .peers
+            .send(
+                &leader.address,
+                &request.frame,
+                &principal,
+                request.client_address,
+            )
+            .await
+            .map_err(|e| Failure::Retry(format!("writer {}: {e}", leader.address)))?;
+        match (response.error, response.response_data) {
+            (ErrorCode::NONE, Some(data)) => Ok(data),
+            (ErrorCode::NONE, None) => Err(Failure::Envelope(ErrorCode::UNKNOWN_SERVER_ERROR)),
+            (ErrorCode::NOT_CONTROLLER, _) => Err(Failure::Retry(format!(
+                "node {} is not the writer any more",
+                leader.node_id
+            ))),
+            (code, _) => Err(Failure::Envelope(code)),
+        }
+    }
+
+    /// Runs a mutation on this node as the writer: the client's (or a peer's forwarded) request,
+    /// as `principal` from `client_address`. Errors are envelope errors: NOT_CONTROLLER when
+    /// this node is not (or stopped being) the writer, nothing having been written.
+    pub(crate) async fn run_here(
+        &self,
+        frame: &Bytes,
+        principal: &ForwardedPrincipal,
+        client_address: IpAddr,
+    ) -> Result<Bytes, Failure> {
+        if !self.store.is_writer() {
+            return Err(Failure::Retry("this node is not the writer".to_owned()));
+        }
+        let mut effect = run_on_writer(
+            &self.handlers,
+            frame,
+            principal,
+            client_address,
+            LISTENER_NAME,
+            now_ms(),
+        )
+        .map_err(Failure::Envelope)?;
+        for _ in 0..MAX_ROUNDS {
+            match effect {
+                Effect::Respond(bytes) => return Ok(bytes),
+                // The inner body does not parse: Kafka's controller answers UNSUPPORTED_VERSION.
+                Effect::Close(reason) => {
+                    tracing::debug!(%reason, "a mutation for the writer does not parse");
+                    return Err(Failure::Envelope(ErrorCode::UNSUPPORTED_VERSION));
+                }
+                Effect::Persist(persist) => {
+                    let outcome = self.writer.persist(persist.batch().clone()).await;
+                    if outcome == Err(PersistError::NotLeader) {
+                        return Err(Failure::Retry(
+                            "this node stopped being the writer".to_owned(),
+                        ));
+                    }
+                    effect = persist.complete(outcome, now_ms());
+                }
+            }
+        }
+        Err(Failure::Envelope(ErrorCode::UNKNOWN_SERVER_ERROR))
+    }
+
+    /// Whether `principal` (a peer, by its certificate) may forward mutations: Kafka's check of
+    /// ClusterAction on the Cluster resource for an Envelope. Without an authorizer, every peer
+    /// whose certificate chains to `[cluster] ca_file` may (as every principal may do everything
+    /// on a Kafka broker without one).
+    pub(crate) fn peer_may_forward(
+        &self,
+        principal: &portcullis::principal::Principal,
+        address: IpAddr,
+    ) -> bool {
+        use portcullis::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+        use portcullis::authorizer::{Action, Decision, RequestContext};
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let context = RequestContext::new(
+            principal.clone(),
+            address,
+            LISTENER_NAME,
+            portcullis::protocol::api::ENVELOPE,
+            0,
+            0,
+        );
+        let action = Action::new(
+            AclOperation::ClusterAction,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        );
+        authorizer
+            .authorize(&context, &[action])
+            .first()
+            .is_some_and(|a| a.decision == Decision::Allowed)
+    }
+}
+
+/// Why a mutation was not answered.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Nothing was done; the writer is elsewhere or unknown: try again where it is.
+    Retry(String),
+    /// The envelope failed with this code.
+    Envelope(ErrorCode),
+}
+
+fn error_answer(frame: &Bytes, code: ErrorCode) -> Answer {
+    match error_response(frame, code) {
+        Some(bytes) => Answer::Respond(bytes),
+        None => Answer::Close(RequestError::NoErrorResponse { code }),
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::services::now_ms()
+}
+
+#[cfg(test)]
+mod tests {
+    use portcullis::principal::DefaultPrincipalBuilder;
+
+    use super::*;
+
+    /// Maps node certificates as a `[principal]` plugin would: `Node:<CN>` on the cluster listener.
+    struct NodeMapping;
+
+    impl PrincipalBuilder for NodeMapping {
+        fn build(&self, context: &AuthenticationContext<'_>) -> Result<Principal, PrincipalError> {
+            assert_eq!(context.listener, LISTENER_NAME);
+            assert!(context.sasl.is_none());
+            let subject = context.certificate_subject().unwrap_or_default();
+            match subject.strip_prefix("CN=") {
+                Some(cn) => Ok(Principal {
+                    kind: "Node".into(),
+                    name: cn.split(',').next().unwrap_or_default().to_owned(),
+                }),
+                None => Err(PrincipalError::NoRuleApplies {
+                    name: subject.to_owned(),
+                }),
+            }
+        }
+    }
+
+    /// The inter-node peer's principal is the node's principal builder's answer for its
+    /// certificate: the default builder's `User:<subject>`, or a mapping plugin's; a certificate
+    /// without a readable subject, or a builder's refusal, is no principal.
+    #[test]
+    fn the_peer_principal_comes_from_the_principal_builder() {
+        let address = IpAddr::from([127, 0, 0, 1]);
+        let peer = TlsPeer::new(vec![vec![0x30]], Some("CN=node-2,O=edge".into()));
+        assert_eq!(
+            peer_principal(&DefaultPrincipalBuilder, &peer, address).unwrap(),
+            Principal::user("CN=node-2,O=edge")
+        );
+        assert_eq!(
+            peer_principal(&NodeMapping, &peer, address)
+                .unwrap()
+                .to_string(),
+            "Node:node-2"
+        );
+        let unmapped = TlsPeer::new(vec![vec![0x30]], Some("O=edge".into()));
+        assert!(peer_principal(&NodeMapping, &unmapped, address).is_err());
+        // Never User:ANONYMOUS for a certificate whose subject could not be read.
+        let unreadable = TlsPeer::new(vec![vec![0x30]], None);
+        assert!(peer_principal(&DefaultPrincipalBuilder, &unreadable, address).is_err());
+    }
+}

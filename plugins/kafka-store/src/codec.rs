@@ -1,0 +1,144 @@
+//! Metadata records as Kafka messages.
+//!
+//! - key: [`RecordKey::encode`] (JSON, starts with `{`); value: the record as JSON, or no value
+//!   (a tombstone) for a removal, which [`RecordKey::tombstone`] turns back into the removal;
+//! - control messages of the store itself have keys starting with `!` (never a JSON object):
+//!   `!leader`, the writer's announcement that it took over (compacted to the latest);
+//! - headers: the cluster id (a node refuses a topic holding another cluster's records), the
+//!   writing node and the writer's term (the offset of its announcement), so that a reader can
+//!   check that nothing a deposed writer sent landed after its successor's announcement.
+
+use portcullis::store::{MetadataRecord, RecordKey};
+
+/// The key of the writer's announcement.
+pub(crate) const LEADER_KEY: &[u8] = b"!leader";
+/// Header: the cluster id.
+pub const HEADER_CLUSTER: &str = "portcullis.cluster";
+/// Header: the id of the node that wrote the message.
+pub const HEADER_NODE: &str = "portcullis.node";
+/// Header: the writer's term (the offset of its announcement), on records only.
+pub const HEADER_TERM: &str = "portcullis.term";
+
+/// The writer's announcement: who writes from now on, and where its inter-node listener is.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeaderAnnouncement {
+    /// The node id.
+    pub node_id: i32,
+    /// The address peers forward mutations to (its inter-node listener).
+    pub address: String,
+}
+
+/// A decoded message.
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    /// A metadata record.
+    Record(MetadataRecord),
+    /// A writer's announcement.
+    Leader(LeaderAnnouncement),
+    /// A control message this version does not know (from a newer node): skipped.
+    UnknownControl,
+}
+
+/// The key and value (`None`: tombstone) of a record.
+pub(crate) fn encode(record: &MetadataRecord) -> (Vec<u8>, Option<Vec<u8>>) {
+    let key = record.key().encode();
+    if record.is_tombstone() {
+        return (key, None);
+    }
+    // Serializing these plain data types cannot fail.
+    (key, Some(serde_json::to_vec(record).unwrap_or_default()))
+}
+
+/// The key and value of an announcement.
+pub(crate) fn encode_leader(announcement: &LeaderAnnouncement) -> (Vec<u8>, Vec<u8>) {
+    (
+        LEADER_KEY.to_vec(),
+        serde_json::to_vec(announcement).unwrap_or_default(),
+    )
+}
+
+/// Decodes a message.
+///
+/// # Errors
+/// The message is not one the store writes (what is wrong, for the log).
+pub(crate) fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Decoded, String> {
+    let key = key.ok_or("a message without a key")?;
+    if key == LEADER_KEY {
+        let value = value.ok_or("a writer announcement without a value")?;
+        return serde_json::from_slice(value)
+            .map(Decoded::Leader)
+            .map_err(|e| format!("a writer announcement that does not parse: {e}"));
+    }
+    if key.first() == Some(&b'!') {
+        return Ok(Decoded::UnknownControl);
+    }
+    let record_key =
+        RecordKey::decode(key).map_err(|e| format!("a record key that does not parse: {e}"))?;
+    let Some(value) = value else {
+        return Ok(Decoded::Record(record_key.tombstone()));
+    };
+    let record: MetadataRecord =
+        serde_json::from_slice(value).map_err(|e| format!("a record that does not parse: {e}"))?;
+    if record.key() != record_key {
+        return Err("a record whose key does not match its message key".to_owned());
+    }
+    Ok(Decoded::Record(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portcullis::credentials::ScramMechanism;
+
+    #[test]
+    fn records_and_tombstones_round_trip() {
+        let removal = MetadataRecord::RemoveScramCredential {
+            user: "alice".into(),
+            mechanism: ScramMechanism::Sha256,
+        };
+        let (key, value) = encode(&removal);
+        assert!(value.is_none());
+        match decode(Some(&key), None).unwrap() {
+            Decoded::Record(r) => assert_eq!(r, removal),
+            other => panic!("{other:?}"),
+        }
+        let token = MetadataRecord::RemoveDelegationToken {
+            token_id: "t".into(),
+        };
+        let set = token.key().tombstone();
+        assert_eq!(set, token);
+    }
+
+    #[test]
+    fn announcements_and_unknown_controls() {
+        let a = LeaderAnnouncement {
+            node_id: 2,
+            address: "127.0.0.1:9000".into(),
+        };
+        let (key, value) = encode_leader(&a);
+        match decode(Some(&key), Some(&value)).unwrap() {
+            Decoded::Leader(b) => assert_eq!(a, b),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            decode(Some(b"!future"), Some(b"x")).unwrap(),
+            Decoded::UnknownControl
+        ));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode(None, Some(b"x")).is_err());
+        assert!(decode(Some(b"{not json"), None).is_err());
+        assert!(decode(Some(b"!leader"), None).is_err());
+        // A value for a different key than the message's.
+        let record = MetadataRecord::RemoveDelegationToken {
+            token_id: "a".into(),
+        };
+        let other = RecordKey::DelegationToken {
+            token_id: "b".into(),
+        };
+        let value = serde_json::to_vec(&record).unwrap();
+        assert!(decode(Some(&other.encode()), Some(&value)).is_err());
+    }
+}

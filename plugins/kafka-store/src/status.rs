@@ -1,0 +1,171 @@
+//! Node status: every second each node writes, keyed by its node id, how far it has applied the
+//! log, what it is, and where its inter-node listener is, to the compacted status topic.
+//! `portcullis cluster status` reads the topic ([`read`]) and the log's end offset to show the
+//! nodes, the writer and each node's lag.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
+
+use crate::connection::{KafkaConnection, StoreContext};
+use crate::store::{Role, Shared};
+use crate::topics::Topics;
+
+/// How often a node reports.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
+/// One node's report.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeStatus {
+    /// The node id.
+    pub node_id: i32,
+    /// Its inter-node listener.
+    pub address: String,
+    /// `writer`, `activating` or `follower`.
+    pub role: String,
+    /// Its writer term, when it is the writer.
+    pub term: Option<u64>,
+    /// The next offset it will apply.
+    pub applied: u64,
+    /// The log's end offset as the node last saw it (`None`: unknown).
+    pub log_end: Option<u64>,
+    /// When it reported (ms since the epoch).
+    pub reported_at_ms: i64,
+}
+
+pub(crate) fn publish(shared: Arc<Shared>) {
+    let settings = &shared.settings;
+    let producer: BaseProducer<StoreContext> = match settings
+        .connection
+        .client_config(&format!(
+            "portcullis-{}-status-{}",
+            settings.cluster_id, settings.node_id
+        ))
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", "5000")
+        .create_with_context(StoreContext)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create the status producer; `cluster status` will not list this node");
+            return;
+        }
+    };
+    let key = settings.node_id.to_string();
+    while !shared.stop.load(Ordering::Acquire) {
+        let log_end = producer
+            .client()
+            .fetch_watermarks(&shared.topics.metadata, 0, Duration::from_secs(2))
+            .ok()
+            .map(|(_, high)| high.max(0) as u64);
+        let applied = shared.state().next_offset;
+        let (role, term) = match shared.role_view() {
+            Role::Writer { term } => ("writer", Some(term)),
+            Role::Activating => ("activating", None),
+            Role::Follower => ("follower", None),
+        };
+        let status = NodeStatus {
+            node_id: settings.node_id,
+            address: settings.advertised_address.clone(),
+            role: role.to_owned(),
+            term,
+            applied,
+            log_end,
+            reported_at_ms: now_ms(),
+        };
+        let value = serde_json::to_vec(&status).unwrap_or_default();
+        let record = BaseRecord::to(&shared.topics.status)
+            .partition(0)
+            .key(&key)
+            .payload(&value);
+        if let Err((error, _)) = producer.send(record) {
+            tracing::debug!(%error, "cannot report this node's status");
+        }
+        producer.poll(Duration::ZERO);
+        // Sleep in small steps so that a stopping node does not wait a whole interval.
+        let mut slept = Duration::ZERO;
+        while slept < INTERVAL && !shared.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(100));
+            producer.poll(Duration::ZERO);
+            slept += Duration::from_millis(100);
+        }
+    }
+    let _ = producer.flush(Duration::from_secs(2));
+}
+
+/// What `portcullis cluster status` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The latest report of each node that ever reported, by node id.
+    pub nodes: BTreeMap<i32, NodeStatus>,
+    /// The log's end offset now.
+    pub log_end: u64,
+}
+
+/// Reads every node's latest report and the log's end offset.
+///
+/// # Errors
+/// The cluster cannot be reached.
+pub fn read(
+    connection: &KafkaConnection,
+    topics: &Topics,
+    timeout: Duration,
+) -> Result<ClusterStatus, String> {
+    let consumer: BaseConsumer<StoreContext> = connection
+        .client_config("portcullis-cluster-status")
+        .set("group.id", "portcullis-cluster-status")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create_with_context(StoreContext)
+        .map_err(|e| format!("cannot create a consumer: {e}"))?;
+    let (_, log_end) = consumer
+        .fetch_watermarks(&topics.metadata, 0, timeout)
+        .map_err(|e| format!("cannot read the end of {}: {e}", topics.metadata))?;
+    let (low, high) = consumer
+        .fetch_watermarks(&topics.status, 0, timeout)
+        .map_err(|e| format!("cannot read the end of {}: {e}", topics.status))?;
+    let mut nodes = BTreeMap::new();
+    if high > low {
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&topics.status, 0, KafkaOffset::Beginning)
+            .map_err(|e| e.to_string())?;
+        consumer.assign(&assignment).map_err(|e| e.to_string())?;
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(200)) {
+                Some(Ok(message)) => {
+                    if let Some(status) = message
+                        .payload()
+                        .and_then(|p| serde_json::from_slice::<NodeStatus>(p).ok())
+                    {
+                        nodes.insert(status.node_id, status);
+                    }
+                    if message.offset() + 1 >= high {
+                        break;
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(format!("cannot read {}: {e}", topics.status)),
+                None => {}
+            }
+        }
+    }
+    Ok(ClusterStatus {
+        nodes,
+        log_end: log_end.max(0) as u64,
+    })
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}

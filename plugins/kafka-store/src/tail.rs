@@ -1,0 +1,216 @@
+//! The tail: one consumer per node reads the log's partition from the beginning with
+//! `isolation.level=read_committed` (aborted writes of a fenced writer are never seen), hands the
+//! records to the subscribers in order, and keeps the view's bookkeeping (each key's latest live
+//! offset, the latest writer announcement).
+//!
+//! Latency: the consumer's fetch waits at most `fetch.wait.max.ms` (50 ms) on the broker when
+//! there is nothing new, and the broker answers a waiting fetch as soon as a committed record is
+//! there, so a write on one node reaches the others' views in tens of milliseconds.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
+
+use portcullis::store::{StoredRecord, Subscriber};
+
+use crate::codec::{self, Decoded, HEADER_CLUSTER};
+use crate::connection::StoreContext;
+use crate::store::{LeaderInfo, Shared, State};
+
+/// Messages taken from the consumer before they are applied together.
+const MAX_BATCH: usize = 4_096;
+
+pub(crate) fn run(shared: Arc<Shared>) {
+    let consumer = match open(&shared) {
+        Ok(c) => c,
+        Err(e) => {
+            fail(&shared, e);
+            return;
+        }
+    };
+    let mut last_error_log: Option<Instant> = None;
+    let mut batch: Vec<Item> = Vec::new();
+    while !shared.stop.load(Ordering::Acquire) {
+        let mut end_reached = false;
+        let mut wait = Duration::from_millis(100);
+        while batch.len() < MAX_BATCH {
+            match consumer.poll(wait) {
+                None => break,
+                Some(Ok(message)) => {
+                    batch.push(item(&shared, &message));
+                    // Take whatever else is already here without waiting.
+                    wait = Duration::ZERO;
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    end_reached = true;
+                    break;
+                }
+                Some(Err(error)) => {
+                    // librdkafka reconnects by itself; say so now and then, not per retry.
+                    if last_error_log.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                        tracing::warn!(%error, "reading the metadata log");
+                        last_error_log = Some(Instant::now());
+                    }
+                    break;
+                }
+            }
+        }
+        if !batch.is_empty() || end_reached {
+            if let Err(e) = apply(&shared, std::mem::take(&mut batch), end_reached) {
+                fail(&shared, e);
+                return;
+            }
+        }
+    }
+}
+
+fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, String> {
+    let settings = &shared.settings;
+    let consumer: BaseConsumer<StoreContext> = settings
+        .connection
+        .client_config(&format!(
+            "portcullis-{}-tail-{}",
+            settings.cluster_id, settings.node_id
+        ))
+        .set(
+            "group.id",
+            format!("portcullis-{}-tail", settings.cluster_id),
+        )
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("fetch.wait.max.ms", "50")
+        .set("auto.offset.reset", "earliest")
+        .create_with_context(StoreContext)
+        .map_err(|e| format!("cannot create the metadata log's consumer: {e}"))?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(&shared.topics.metadata, 0, KafkaOffset::Beginning)
+        .map_err(|e| format!("cannot assign the metadata log: {e}"))?;
+    consumer
+        .assign(&assignment)
+        .map_err(|e| format!("cannot assign the metadata log: {e}"))?;
+    Ok(consumer)
+}
+
+enum Item {
+    Record(StoredRecord),
+    Leader(LeaderInfo),
+    /// Nothing to apply (an unknown control message), but the offset is passed.
+    Skip(u64),
+    /// A message of another cluster, or one that does not parse.
+    Foreign(u64, String),
+}
+
+fn item(shared: &Shared, message: &BorrowedMessage<'_>) -> Item {
+    let offset = message.offset().max(0) as u64;
+    let cluster = message.headers().and_then(|headers| {
+        headers
+            .iter()
+            .find(|h| h.key == HEADER_CLUSTER)
+            .and_then(|h| h.value)
+    });
+    if cluster != Some(shared.settings.cluster_id.as_bytes()) {
+        let found = cluster.map(String::from_utf8_lossy).unwrap_or_default();
+        return Item::Foreign(
+            offset,
+            format!(
+                "offset {offset} of {} belongs to cluster `{found}`, not `{}`: each cluster \
+                 needs its own topic",
+                shared.topics.metadata, shared.settings.cluster_id
+            ),
+        );
+    }
+    match codec::decode(message.key(), message.payload()) {
+        Ok(Decoded::Record(record)) => Item::Record(StoredRecord { offset, record }),
+        Ok(Decoded::Leader(announcement)) => Item::Leader(LeaderInfo {
+            term: offset,
+            node_id: announcement.node_id,
+            address: announcement.address,
+        }),
+        Ok(Decoded::UnknownControl) => Item::Skip(offset),
+        Err(e) => Item::Foreign(offset, format!("offset {offset}: {e}")),
+    }
+}
+
+/// Applies a batch in log order; `end_reached` marks the replay complete.
+fn apply(shared: &Shared, batch: Vec<Item>, end_reached: bool) -> Result<(), String> {
+    let mut records: Vec<StoredRecord> = Vec::with_capacity(batch.len());
+    let mut state = shared.state();
+    for item in batch {
+        match item {
+            Item::Record(r) => {
+                state.next_offset = r.offset + 1;
+                track(&mut state, &r);
+                records.push(r);
+            }
+            Item::Leader(leader) => {
+                state.next_offset = leader.term + 1;
+                tracing::info!(node = leader.node_id, address = %leader.address, term = leader.term, "metadata writer announced");
+                state.leader = Some(leader);
+            }
+            Item::Skip(offset) => state.next_offset = offset + 1,
+            Item::Foreign(offset, reason) => {
+                // Refused at start (the node will not serve a state it cannot trust); once
+                // running, the message is skipped and reported.
+                if !state.replayed {
+                    return Err(reason);
+                }
+                tracing::error!(%reason, "skipping a message of the metadata log");
+                state.next_offset = offset + 1;
+            }
+        }
+    }
+    if !records.is_empty() {
+        deliver(&mut state.subscribers, &records);
+    }
+    if end_reached && !state.replayed {
+        state.replayed = true;
+        tracing::info!(
+            next_offset = state.next_offset,
+            live = state.live.len(),
+            "metadata log replayed"
+        );
+    }
+    drop(state);
+    shared.notify_applied();
+    Ok(())
+}
+
+fn track(state: &mut State, stored: &StoredRecord) {
+    let key = stored.record.key();
+    let previous = if stored.record.is_tombstone() {
+        state.live.remove(&key)
+    } else {
+        state.live.insert(key, stored.offset)
+    };
+    if let Some(cache) = &mut state.cache {
+        if let Some(previous) = previous {
+            cache.remove(&previous);
+        }
+        if !stored.record.is_tombstone() {
+            cache.insert(stored.offset, stored.clone());
+        }
+    }
+}
+
+fn deliver(
+    subscribers: &mut [(portcullis::store::SubscriptionId, Subscriber)],
+    records: &[StoredRecord],
+) {
+    for (_, subscriber) in subscribers.iter_mut() {
+        subscriber(records);
+    }
+}
+
+fn fail(shared: &Shared, reason: String) {
+    tracing::error!(%reason, "the metadata log cannot be followed");
+    shared.state().failure = Some(reason);
+    shared.notify_applied();
+}

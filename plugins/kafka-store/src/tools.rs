@@ -1,0 +1,41 @@
+//! Writes from tools (`portcullis scram add` with the kafka store).
+
+use portcullis::store::{MetadataRecord, Offset, StoreError};
+
+use crate::codec;
+use crate::store::KafkaStoreSettings;
+use crate::topics::{self, Topics};
+use crate::writer::{TxnWriter, WriteError};
+
+/// Appends `records` as the cluster's writer would, in one transaction, with the cluster's
+/// `transactional.id`: a running writer is fenced by it, steps down and is elected again (its
+/// writes in flight fail and are retried by their clients). Meant for setting up a cluster
+/// before its nodes start; returns the offset of the first record.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] when the cluster cannot be reached or refuses the write.
+pub fn write_offline(
+    settings: &KafkaStoreSettings,
+    records: &[MetadataRecord],
+) -> Result<Offset, StoreError> {
+    settings
+        .connection
+        .validate()
+        .map_err(StoreError::Unavailable)?;
+    let topics = Topics::for_log(&settings.topic);
+    topics::ensure(&settings.connection, &topics, settings.operation_timeout)
+        .map_err(StoreError::Unavailable)?;
+    let writer = TxnWriter::start(
+        &settings.connection,
+        &topics.metadata,
+        &settings.cluster_id,
+        settings.node_id,
+        settings.operation_timeout,
+    )
+    .map_err(StoreError::Unavailable)?;
+    let messages: Vec<_> = records.iter().map(codec::encode).collect();
+    match writer.write(&messages, None) {
+        Ok(offsets) => Ok(offsets.first().copied().unwrap_or(0).max(0) as u64),
+        Err(WriteError::Fenced(e) | WriteError::Failed(e)) => Err(StoreError::Unavailable(e)),
+    }
+}
