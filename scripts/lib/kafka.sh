@@ -24,7 +24,8 @@
 #   KAFKA_TLS_CLIENT_CERT / KAFKA_TLS_CLIENT_KEY  a client certificate (CN=portcullis-upstream, a
 #                          super user) and its key, signed by the same CA
 #   KAFKA_CONTROLLER_PORT  the CONTROLLER listener's port
-#   KAFKA_PID, KAFKA_RUN_DIR, KAFKA_LOG
+#   KAFKA_PID, KAFKA_RUN_DIR, KAFKA_LOG (the broker's log; the authorizer's decisions, allows too,
+#                          go to $KAFKA_RUN_DIR/kafka-authorizer.log instead)
 #   KAFKA_SASL_USER / KAFKA_SASL_PASSWORD  a user known to every mechanism of the SASL listener
 #   KAFKA_ADMIN_USER / KAFKA_ADMIN_PASSWORD the same for an admin user
 #   KAFKA_ACL_USERS        "user:password ..." SCRAM users with no rights of their own (differential
@@ -37,6 +38,10 @@
 #   kafka_launch            starts the broker again on the formatted run dir of an earlier
 #                           kafka_start (same ports and data; a restart after kafka_stop or a kill)
 # Ports are chosen free at run time, so parallel runs never collide.
+#
+# KAFKA_EXTRA_PROPERTIES (optional): lines appended to server.properties, for a test's own broker
+# (tests/interop/own_kafka.py) that needs a setting the shared one must not have, e.g.
+# delegation.token.expiry.time.ms shorter than the token's maximum lifetime.
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -128,6 +133,24 @@ logger.state.name = state.change.logger
 logger.state.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
+# The authorizer's audit log (every decision: denials at INFO, allows at DEBUG) in a file of its
+# own, so tests can check which principal the broker saw (tests/interop/test_delegated.py) without
+# flooding kafka.log. Bounded: one 64 MB file and one rolled-over copy.
+appender.authorizer.type = RollingFile
+appender.authorizer.name = AUTHORIZER
+appender.authorizer.fileName = $dir/kafka-authorizer.log
+appender.authorizer.filePattern = $dir/kafka-authorizer.log.%i
+appender.authorizer.layout.type = PatternLayout
+appender.authorizer.layout.pattern = [%d] %p %m (%c)%n
+appender.authorizer.policies.type = Policies
+appender.authorizer.policies.size.type = SizeBasedTriggeringPolicy
+appender.authorizer.policies.size.size = 64MB
+appender.authorizer.strategy.type = DefaultRolloverStrategy
+appender.authorizer.strategy.max = 1
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = DEBUG
+logger.authorizer.additivity = false
+logger.authorizer.appenderRef.file.ref = AUTHORIZER
 PROPS
   # JAAS lines: SCRAM needs a login module but no users in it (credentials come from the metadata log,
   # written by the storage tool); PLAIN's users are listed inline.
@@ -173,6 +196,9 @@ num.network.threads=2
 num.io.threads=4
 log.segment.bytes=67108864
 PROPS
+  if [[ -n ${KAFKA_EXTRA_PROPERTIES:-} ]]; then
+    printf '%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$dir/server.properties"
+  fi
   if [[ -n $reauth_port ]]; then
     cat >>"$dir/server.properties" <<PROPS
 listener.name.reauth.connections.max.reauth.ms=$KAFKA_REAUTH_MS

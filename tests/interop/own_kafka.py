@@ -22,8 +22,10 @@ KAFKA_SH = REPO / "scripts" / "lib" / "kafka.sh"
 
 
 class OwnKafka:
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, properties: dict[str, str] | None = None):
         self.run_dir = run_dir
+        # Broker settings of this test's own (KAFKA_EXTRA_PROPERTIES of scripts/lib/kafka.sh).
+        self.properties = properties or {}
         self.env: dict[str, str] = {}
         self.pid: int | None = None
 
@@ -31,7 +33,8 @@ class OwnKafka:
         # The JVM is started in the background by kafka.sh and outlives this shell.
         r = subprocess.run(["bash", "-c", f"set -euo pipefail; source {shlex.quote(str(KAFKA_SH))}; {script}"],
                            capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "KAFKA_REAUTH_MS": "0"})
+                           env={**os.environ, "KAFKA_REAUTH_MS": "0",
+                                "KAFKA_EXTRA_PROPERTIES": "\n".join(f"{k}={v}" for k, v in self.properties.items())})
         if r.returncode != 0:
             raise RuntimeError(f"kafka.sh failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
         return r.stdout

@@ -11,8 +11,12 @@ it and opens that principal's upstream connections with it (SCRAM, tokenauth=tru
 - 50 concurrent logins of one principal create exactly one upstream token;
 - the token is expired upstream when the principal's credential is deleted in Portcullis, when the
   principal is idle, and when Portcullis stops; tokens are replaced before their maximum lifetime
-  while a producer keeps going;
-- a service principal without CreateTokens gives a log line that names the missing ACL.
+  while a producer keeps going, and renewed before their expiry when the broker's expiry is shorter
+  than the maximum (a broker of the test's own, `delegation.token.expiry.time.ms`);
+- `kafka-consumer-groups --describe --members` shows the client's CLIENT-ID, and Kafka's authorizer
+  log names the real user for the group's requests;
+- a service principal without CreateTokens fails the client's login with SASL_AUTHENTICATION_FAILED
+  and a message naming the missing permission, and a log line that names the missing ACL.
 
 The users (`dlg-*`) are this file's own, so the shared broker's other tests are unaffected.
 """
@@ -20,6 +24,7 @@ The users (`dlg-*`) are this file's own, so the shared broker's other tests are 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -384,11 +389,188 @@ def test_idle_and_shutdown_expiry_and_replacement(node_factory, upstream_users, 
     assert tokens_owned_by(tools, kafka_env, "dlg-ann") == []
 
 
-def test_service_without_create_tokens_names_the_missing_acl(node_factory, upstream_users, kafka_env, unique):
+GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def authorizer_log() -> Path:
+    """Kafka's authorizer audit log (`kafka.authorizer.logger`: denials at INFO, allows at DEBUG),
+    which scripts/lib/kafka.sh writes to a file of its own in the broker's run directory."""
+    import os
+    run_dir = os.environ.get("KAFKA_RUN_DIR")
+    assert run_dir, "KAFKA_RUN_DIR is not set (the suite's Kafka is started by scripts/lib/kafka.sh)"
+    return Path(run_dir) / "kafka-authorizer.log"
+
+
+def test_group_members_show_the_client_id_and_the_upstream_authorizes_the_real_user(
+        node_factory, upstream_users, kafka_env, unique):
+    """`kafka-consumer-groups --describe --members` through Portcullis shows the client's own
+    CLIENT-ID (and a member id Kafka derived from it), and Kafka's authorizer log names
+    `User:dlg-ann` for the group's requests — never Portcullis' service principal."""
+    node = node_factory("members")
+    tools: Tools = upstream_users
+    a = kafka_env["KAFKA_ADMIN_USER"]
+    topic, group, client_id = unique("dlg-mem-t"), unique("dlg-mem-g"), unique("dlg-ann-app")
+    assert admin_outcome(kafka_conf(kafka_env, "admin"), "create", topic) == "ok"
+    for i, args in enumerate((["--topic", topic], ["--group", group])):
+        r = tools.run([(f"g{i}", ACL_COMMAND, a, ["--add", "--allow-principal", "User:dlg-ann",
+                                                   "--operation", "All", *args])])[f"g{i}"]
+        assert r["rc"] == 0, r
+    time.sleep(1.5)
+    log = authorizer_log()
+    log_start = log.stat().st_size if log.exists() else 0
+    assigned: list = []
+    consumer = Consumer({**conf(node, "dlg-ann"), "group.id": group, "client.id": client_id,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
+    consumer.subscribe([topic], on_assign=lambda c, parts: assigned.extend(parts))
+    try:
+        deadline = time.monotonic() + 30
+        while not assigned and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert assigned, "the consumer never joined the group"
+        admin_tools = Tools(tools.java, node.bootstrap, {"admin": USERS["admin"]}, Path(node.workdir))
+        r = admin_tools.run([("m", GROUPS_COMMAND, "admin",
+                              ["--describe", "--members", "--group", group])])["m"]
+        assert r["rc"] == 0, r
+        rows = [line.split() for line in r["out"].splitlines() if line.startswith(group + " ")]
+        # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
+        assert len(rows) == 1, r["out"]
+        _, member_id, host, shown_client_id, partitions = rows[0]
+        assert shown_client_id == client_id, r["out"]
+        assert member_id.startswith(client_id + "-"), r["out"]
+        assert host.lstrip("/") == "127.0.0.1" and partitions == "1", r["out"]
+    finally:
+        consumer.close()
+    # The broker authorized the group's requests (JoinGroup, SyncGroup, Heartbeat, ...) as the user.
+    resource = f"on resource = Group:LITERAL:{group} "
+    deadline = time.monotonic() + 10
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        with log.open(errors="replace") as f:
+            f.seek(log_start)
+            lines = [line for line in f.read().splitlines() if resource in line]
+        if any("Principal = User:dlg-ann is Allowed operation = READ" in line for line in lines):
+            break
+        time.sleep(0.2)
+    assert any("Principal = User:dlg-ann is Allowed operation = READ" in line for line in lines), \
+        f"no allow for User:dlg-ann on the group in {log}:\n" + "\n".join(lines[-20:])
+    users = {m.group(1) for line in lines if (m := re.search(r"Principal = (\S+) is", line))}
+    assert f"User:{SERVICE}" not in users, users
+    assert users <= {"User:dlg-ann", "User:admin"}, users
+
+
+def first_client_error(c: dict, timeout: float = 20) -> KafkaError | None:
+    """Starts a confluent-kafka producer and returns the first error librdkafka reports (error_cb),
+    or None if none arrives within `timeout`."""
+    errors: list[KafkaError] = []
+    p = Producer({**c, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    return errors[0] if errors else None
+
+
+def test_service_without_create_tokens_fails_the_login_with_a_clear_error(
+        node_factory, upstream_users, kafka_env, caplog):
+    """The upstream refuses to create dlg-ben's token (the service principal has no CreateTokens):
+    dlg-ben's authentication fails with SASL_AUTHENTICATION_FAILED and a message naming the missing
+    permission, as real clients show it (the connection is answered, not just dropped), and the
+    Portcullis log names the missing ACL and the command that grants it."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as PyKafkaError
+
     node = node_factory("bare", service=(NO_TOKENS, NO_TOKENS_PW))
-    outcome = produce_one(conf(node, "dlg-ben"), unique("dlg-bare"), timeout=8)
-    assert outcome != "ok"
+    needs = "needs CreateTokens on User:dlg-ben"
+    # librdkafka: an authentication error (not a transport error from a dropped connection).
+    error = first_client_error(conf(node, "dlg-ben"))
+    assert error is not None, "no error reported"
+    assert error.code() == KafkaError._AUTHENTICATION, (error.name(), error.str())
+    assert "DELEGATION_TOKEN_AUTHORIZATION_FAILED" in error.str() and needs in error.str(), error.str()
+    # kafka-python: the SaslAuthenticate error (code 58) with the same message, which it logs (its
+    # constructor does not raise; the log is what its user sees).
+    with caplog.at_level(logging.ERROR, logger="kafka.conn"):
+        try:
+            KafkaProducer(bootstrap_servers=node.bootstrap, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dlg-ben",
+                          sasl_plain_password=USERS["dlg-ben"], api_version_auto_timeout_ms=5_000,
+                          request_timeout_ms=5_000, max_block_ms=5_000).close(timeout=5)
+        except PyKafkaError:
+            pass
+    refused = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
+    assert refused and needs in refused[0], [r.getMessage() for r in caplog.records]
     log = node.log_tail(100)
     assert re.search(r"DELEGATION_TOKEN_AUTHORIZATION_FAILED.*lacks CreateTokens on the User resource named 'User:dlg-ben'", log), log
     assert "--operation CreateTokens" in log
+    assert "its authentication fails" in log
     assert tokens_owned_by(upstream_users, kafka_env, "dlg-ben") == []
+
+
+
+def token_times(java, bootstrap: str, admin: tuple[str, str], owner: str) -> list[dict]:
+    """The tokens owned by `owner` as Kafka's DescribeDelegationToken returns them (Admin client,
+    tests/interop/java/DescribeTokenTimes.java): id, issued, expiry, max in ms."""
+    r = java.run("DescribeTokenTimes", bootstrap, admin[0], admin[1], owner, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_tokens_are_renewed_upstream_before_they_expire(run_dir, java, kafka_env, unique, tmp_path):
+    """A broker of this test's own whose tokens expire 20 s after issue or renewal
+    (`delegation.token.expiry.time.ms`) but may live 5 min: Portcullis renews the token before each
+    expiry (RenewDelegationToken) and Kafka's DescribeDelegationToken shows the same token with its
+    expiry moved forward each time, while a producer keeps going past the first two expiries."""
+    import os
+    from own_kafka import OwnKafka
+
+    if target() != "portcullis":
+        pytest.skip("Portcullis only")
+    kafka = OwnKafka(run_dir / f"kafka-dlg-renew-{time.monotonic_ns()}", {"delegation.token.expiry.time.ms": "20000"})
+    kafka.start()
+    node = None
+    try:
+        own_env = {**kafka_env, "KAFKA_SASL_BOOTSTRAP": kafka.env["KAFKA_SASL_BOOTSTRAP"]}
+        (tmp_path / "tools").mkdir()
+        tools = setup_upstream(java, own_env, tmp_path / "tools")
+        a = kafka_env["KAFKA_ADMIN_USER"]
+        topic = unique("dlg-renew")
+        assert admin_outcome(kafka_conf(own_env, "admin"), "create", topic) == "ok"
+        r = tools.run([("g", ACL_COMMAND, a, ["--add", "--allow-principal", "User:dlg-ann",
+                                               "--operation", "All", "--topic", topic])])["g"]
+        assert r["rc"] == 0, r
+        time.sleep(1.5)
+        node = start_node(run_dir / "delegated", Path(os.environ["PORTCULLIS_BIN"]), own_env,
+                          f"renew-{time.monotonic_ns()}", delegated={"token_lifetime_ms": 300_000})
+        admin = (a, kafka_env["KAFKA_ADMIN_PASSWORD"])
+        errors: list = []
+        delivered: list = []
+        p = Producer({**conf(node, "dlg-ann"), "linger.ms": 20})
+        p.produce(topic, b"v", on_delivery=lambda err, msg: (errors if err else delivered).append(err or 1))
+        assert p.flush(30) == 0 and errors == [], errors
+        [first] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+        assert first["expiry"] - first["issued"] == 20_000 and first["max"] - first["issued"] == 300_000, first
+        # Keep producing past the first expiry (renewed at ~80 % of it, Kafka's refresh rule) and the
+        # second; the token must never lapse.
+        expiries = [first["expiry"]]
+        start = time.monotonic()
+        while time.monotonic() - start < 45:
+            p.produce(topic, b"v", on_delivery=lambda err, msg: (errors if err else delivered).append(err or 1))
+            p.poll(0.5)
+            if time.monotonic() - start > 15 * len(expiries):
+                [now] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+                assert now["id"] == first["id"], ("renewed, never replaced", first, now)
+                expiries.append(now["expiry"])
+        assert p.flush(30) == 0 and errors == [], errors[:5]
+        [last] = token_times(java, own_env["KAFKA_SASL_BOOTSTRAP"], admin, "dlg-ann")
+        assert last["id"] == first["id"], (first, last)
+        expiries.append(last["expiry"])
+        # Each renewal moved the expiry forward (Kafka renews by at most its expiry time, 20 s), and
+        # the token is now valid past the first two expiries.
+        assert expiries == sorted(expiries) and len(set(expiries)) >= 3, expiries
+        assert last["expiry"] > first["expiry"] + 20_000 and last["max"] == first["max"], (first, last)
+        log = node.log_tail(400)
+        assert log.count("upstream delegation token renewed") >= 2, log[-3000:]
+        assert log.count("upstream delegation token created") == 1, log[-3000:]
+        del p
+    finally:
+        if node is not None:
+            node.stop()
+        kafka.stop()

@@ -110,6 +110,9 @@ pub enum IllegalState {
         /// The API key sent.
         api_key: i16,
     },
+    /// A frame arrived while the host was deciding whether to admit the new session.
+    #[error("a frame arrived before the session was admitted")]
+    AwaitingAdmission,
     /// A frame arrived after the connection decided to close.
     #[error("connection is closing")]
     Closing,

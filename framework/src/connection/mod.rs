@@ -6,10 +6,11 @@
 //!
 //! ```text
 //! Initial ──ApiVersions──► VersionsSeen ──SaslHandshake──► Authenticating ──Complete──► Authenticated
-//!    └────────────────SaslHandshake───────────────────────────┘     │
-//!                                         Fail / bad request ──► Failed (close after the delay)
+//!    └────────────────SaslHandshake───────────────────────────┘     │    └──► Admitting ──┘ (host's verdict,
+//!                                         Fail / bad request ──► Failed (close after the delay)   see `admission`)
 //! ```
 
+mod admission;
 mod authenticated;
 mod close;
 mod pre_auth;
@@ -83,6 +84,9 @@ pub struct ConnectionConfig {
     /// ([`crate::envelope::FORWARDABLE`]) are not decided here but handed to the host as
     /// [`crate::local::Persist::on_leader`], to run on the cluster's writer (KIP-590).
     pub mutations_on_leader: bool,
+    /// The host admits each new session before the client is told it authenticated
+    /// ([`Action::Admit`], [`Connection::admitted`]).
+    pub admit_sessions: bool,
 }
 
 impl ConnectionConfig {
@@ -112,7 +116,15 @@ impl ConnectionConfig {
             local_handlers: Vec::new(),
             authorizer: None,
             mutations_on_leader: false,
+            admit_sessions: false,
         }
+    }
+
+    /// Asks the host to admit every new session before the client is told it authenticated (see
+    /// [`Action::Admit`]).
+    pub fn with_session_admission(mut self, admit: bool) -> Self {
+        self.admit_sessions = admit;
+        self
     }
 
     /// Sends the security mutations to the cluster's writer (see
@@ -245,6 +257,11 @@ pub enum Action {
     /// forwarded), then close. Kafka processes one request at a time per connection, so a request
     /// that arrives after a session expired is only read once every earlier one was answered.
     CloseAfterInFlight(CloseReason),
+    /// A first authentication completed for this principal (only with
+    /// [`ConnectionConfig::with_session_admission`]): the host does what the session needs, then
+    /// calls [`Connection::admitted`] with its verdict and carries out the actions it returns
+    /// (the answer to the client). No frame may be handed to the connection meanwhile.
+    Admit(Principal),
 }
 
 /// Actions compare by content, except [`Action::Persist`], whose continuation cannot be compared:
@@ -257,6 +274,7 @@ impl PartialEq for Action {
             (Action::CloseAfter(a), Action::CloseAfter(b)) => a == b,
             (Action::Close(a), Action::Close(b)) => a == b,
             (Action::CloseAfterInFlight(a), Action::CloseAfterInFlight(b)) => a == b,
+            (Action::Admit(a), Action::Admit(b)) => a == b,
             _ => false,
         }
     }
@@ -305,6 +323,8 @@ enum State {
     Authenticated(Session),
     /// An authenticated session is re-authenticating (KIP-368).
     Reauthenticating(reauth::Reauthenticating),
+    /// The exchange completed; the host has not admitted the session yet.
+    Admitting(admission::Admitting),
     /// Authentication failed or the client misbehaved; the connection is closing.
     Failed,
 }
@@ -479,6 +499,11 @@ impl Connection {
                 authenticated::on_request(self, session, frame, now_ms)
             }
             State::Reauthenticating(reauth) => reauth::on_frame(self, reauth, frame, now_ms),
+            // The host must wait for its own verdict before reading on: a defect, fail closed.
+            State::Admitting(_) => (
+                State::Failed,
+                vec![Action::Close(IllegalState::AwaitingAdmission.into())],
+            ),
             State::Failed => (
                 State::Failed,
                 vec![Action::Close(IllegalState::Closing.into())],
@@ -497,6 +522,7 @@ impl std::fmt::Debug for Connection {
             State::Authenticating(_) => "Authenticating",
             State::Authenticated(_) => "Authenticated",
             State::Reauthenticating(_) => "Reauthenticating",
+            State::Admitting(_) => "Admitting",
             State::Failed => "Failed",
         };
         f.debug_struct("Connection")

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, Sasl
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::admission::{self, Refusal};
 use super::reauth::Reauthenticating;
 use super::responses::{self, API_VERSIONS_MAX};
 use super::{
@@ -209,7 +210,11 @@ pub(super) fn on_auth_frame(
                 ),
                 StepOutcome::Complete(done) => {
                     let final_token = Bytes::from(done.server_final.clone());
+                    let first = previous.is_none();
                     match complete(conn, &auth, done, now_ms, previous) {
+                        Ok(session) if first => {
+                            admission::authenticated(conn, session, final_token, Refusal::Raw)
+                        }
                         Ok(session) => (
                             State::Authenticated(session),
                             vec![Action::Respond(final_token)],
@@ -332,7 +337,18 @@ fn framed_step(
                         version,
                         correlation_id,
                     );
-                    respond_or_close(State::Authenticated(session), response)
+                    match response {
+                        Ok(success) if !reauthentication => admission::authenticated(
+                            conn,
+                            session,
+                            success,
+                            Refusal::Framed {
+                                version,
+                                correlation_id,
+                            },
+                        ),
+                        response => respond_or_close(State::Authenticated(session), response),
+                    }
                 }
                 Err(message) => failed(message, auth.exchange.claimed_user()),
             }

@@ -1036,3 +1036,98 @@ fn a_principal_builder_error_fails_the_authentication_with_the_generic_message()
         other => panic!("{other:?}"),
     }
 }
+
+fn admitting_conn() -> (Connection, crate::events::Subscription) {
+    let (cfg, sub) = config();
+    let cfg = Arc::try_unwrap(cfg)
+        .unwrap_or_else(|_| unreachable!())
+        .with_session_admission(true);
+    (
+        Connection::new(Arc::new(cfg), IpAddr::from([127, 0, 0, 1]), false),
+        sub,
+    )
+}
+
+#[test]
+fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
+    let (mut c, _) = admitting_conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let actions = authenticate(&mut c, 2, b"alice:pw", 1_000);
+    assert_eq!(actions, vec![Action::Admit(Principal::user("alice"))]);
+    assert!(!c.is_authenticated(), "not in before the verdict");
+    let (_, auth): (_, SaslAuthenticateResponse) = response(
+        ApiKey::SaslAuthenticate,
+        2,
+        &single_response(c.admitted(Ok(()))),
+    );
+    assert_eq!(auth.error_code, 0);
+    assert_eq!(&auth.auth_bytes[..], b"ok");
+    assert_eq!(c.session().unwrap().principal, Principal::user("alice"));
+    // A verdict nobody asked for changes nothing.
+    assert!(c.admitted(Err("late".into())).is_empty());
+    assert!(c.is_authenticated());
+}
+
+#[test]
+fn a_refused_session_fails_the_authentication_with_the_hosts_message() {
+    let (mut c, events) = admitting_conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 1_000);
+    while events.try_recv().is_some() {}
+    let message = "the upstream refused: needs CreateTokens on User:alice";
+    let actions = c.admitted(Err(message.into()));
+    let [Action::Respond(frame), Action::CloseAfter(delay)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(*delay, DEFAULT_FAILED_AUTH_DELAY);
+    let (cid, auth): (_, SaslAuthenticateResponse) = response(ApiKey::SaslAuthenticate, 2, frame);
+    assert_eq!(cid, 3);
+    assert_eq!(auth.error_code, 58);
+    assert_eq!(auth.error_message.as_deref(), Some(message));
+    assert!(c.is_failed() && c.session().is_none());
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::AuthenticationFailed { reason, .. }) if reason == message
+    ));
+    assert_eq!(
+        c.config.sessions.len(),
+        0,
+        "the refused session is unregistered"
+    );
+}
+
+#[test]
+fn admission_covers_raw_tokens_and_never_reauthentication() {
+    let (mut c, _) = admitting_conn();
+    let _ = handshake(&mut c, 0, "TEST");
+    assert_eq!(
+        c.handle_frame(Bytes::from_static(b"alice:pw"), 0),
+        vec![Action::Admit(Principal::user("alice"))]
+    );
+    // A frame before the verdict is a host defect: closed.
+    assert!(matches!(
+        c.handle_frame(Bytes::from_static(b"x"), 0).as_slice(),
+        [Action::Close(CloseReason::IllegalState(
+            IllegalState::AwaitingAdmission
+        ))]
+    ));
+    let (mut c, _) = admitting_conn();
+    let _ = handshake(&mut c, 0, "TEST");
+    let _ = c.handle_frame(Bytes::from_static(b"alice:pw"), 0);
+    assert_eq!(
+        c.admitted(Err("no".into())),
+        vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
+    );
+
+    let (mut c, _) = admitting_conn();
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    let _ = c.admitted(Ok(()));
+    let _ = handshake_at(&mut c, "TEST", 2_000);
+    let actions = authenticate(&mut c, 2, b"alice:pw", 2_000);
+    assert_eq!(
+        auth_response(actions).error_code,
+        0,
+        "re-authenticated at once"
+    );
+}

@@ -45,6 +45,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use portcullis::connection::{Action, CloseReason, Connection, Forwarded, LogLevel};
+use portcullis::forwarding::UpstreamIdentity;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
@@ -162,6 +163,7 @@ pub(super) async fn serve<S: ClientStream>(
         responses: ResponseTask::Running(responses),
         upstream: None,
         upstream_lease: None,
+        admitted_settings: None,
         reservation: None,
         accepted_at: now,
         last_read: now,
@@ -200,6 +202,9 @@ struct Driver {
     upstream: Option<UpstreamSender>,
     /// With the `delegated` policy: the lease on the principal's upstream token.
     upstream_lease: Option<super::delegated::Lease>,
+    /// With the `delegated` policy: the settings (the principal's token login) obtained when the
+    /// session was admitted, for its upstream connection.
+    admitted_settings: Option<super::upstream::UpstreamSettings>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
@@ -483,10 +488,20 @@ impl Driver {
     /// Forwarded frames are queued; the caller flushes them once per batch of frames.
     async fn apply(&mut self, actions: Vec<Action>) -> Option<Phase> {
         // A failed authentication's answer is held back until its delay has passed.
-        let delayed = actions.iter().any(|a| matches!(a, Action::CloseAfter(_)));
+        let mut delayed = actions.iter().any(|a| matches!(a, Action::CloseAfter(_)));
         let mut held = Vec::new();
-        for action in actions {
+        let mut actions = std::collections::VecDeque::from(actions);
+        while let Some(action) = actions.pop_front() {
             match action {
+                Action::Admit(principal) => {
+                    // The verdict's actions (the answer to the client, maybe a close) come next.
+                    let verdict = self.admit(&principal).await;
+                    let follow = self.connection.admitted(verdict);
+                    delayed |= follow.iter().any(|a| matches!(a, Action::CloseAfter(_)));
+                    for follow in follow.into_iter().rev() {
+                        actions.push_front(follow);
+                    }
+                }
                 Action::Respond(frame) if delayed => held.push(frame),
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
@@ -523,6 +538,37 @@ impl Driver {
         match upstream.flush().await {
             Ok(()) => Ok(()),
             Err(source) => Err(self.upstream_error(source)),
+        }
+    }
+
+    /// Does what a new session needs before the client is told it authenticated: with the
+    /// `delegated` policy, obtains the principal's upstream token (see
+    /// [`super::delegated::DelegatedUpstream::admit`]). `Err` is the message the failed
+    /// authentication carries to the client.
+    async fn admit(&mut self, principal: &portcullis::principal::Principal) -> Result<(), String> {
+        let Some(delegated) = self.shared.delegated.as_ref() else {
+            return Ok(());
+        };
+        match delegated.admit(principal, &self.shared.upstream).await {
+            Ok(Some(admitted)) => {
+                self.admitted_settings = Some(admitted.settings);
+                self.upstream_lease = Some(admitted.lease);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                match e {
+                    // The operator's side of a refusal (the missing ACL and the command that grants
+                    // it) was logged at WARN where the upstream refused.
+                    super::delegated::DelegatedError::Refused { .. } => {
+                        tracing::debug!(peer = %self.peer, principal = %principal, error = %e, "session refused");
+                    }
+                    _ => {
+                        tracing::warn!(peer = %self.peer, principal = %principal, error = %e, "cannot obtain the client's upstream token; its authentication fails");
+                    }
+                }
+                Err(e.client_message())
+            }
         }
     }
 
@@ -567,15 +613,25 @@ impl Driver {
         if self.upstream.is_some() {
             return Ok(());
         }
-        // Who the connection acts as: the service login, or (delegated) the principal's token.
-        let (own_settings, lease) = super::delegated::connection_settings(
-            self.shared.delegated.as_ref(),
-            &self.shared.upstream,
-            identity,
-            self.connection.session().map(|s| &s.principal),
-        )
-        .await?;
-        self.upstream_lease = lease;
+        // Who the connection acts as: the service login, or (delegated) the principal's token,
+        // normally obtained when the session was admitted.
+        let own_settings = match self.admitted_settings.take() {
+            Some(settings) if *identity == UpstreamIdentity::Delegated => Some(settings),
+            admitted => {
+                self.admitted_settings = admitted;
+                let (own_settings, lease) = super::delegated::connection_settings(
+                    self.shared.delegated.as_ref(),
+                    &self.shared.upstream,
+                    identity,
+                    self.connection.session().map(|s| &s.principal),
+                )
+                .await?;
+                if lease.is_some() {
+                    self.upstream_lease = lease;
+                }
+                own_settings
+            }
+        };
         let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
         let opened = match self.target {
             Target::Bootstrap => {

@@ -48,7 +48,7 @@ use super::upstream::{pick_version, UpstreamConnection, UpstreamError, UpstreamS
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DelegatedError {
     /// The upstream refused to create the token.
-    #[error("the upstream refused to create a delegation token owned by {owner}: {code} ({}){hint}", code.0)]
+    #[error("the upstream refused to create a delegation token owned by {owner}: {code}{hint}")]
     Refused {
         /// The owner asked for.
         owner: String,
@@ -67,6 +67,49 @@ pub enum DelegatedError {
     /// for it (fail closed: never the service identity instead).
     #[error("a request was routed upstream as the client's principal, but [forwarding] policy is not \"delegated\"")]
     NotConfigured,
+}
+
+impl DelegatedError {
+    /// What the client is told when its authentication fails for this (SaslAuthenticate's error
+    /// message, shown by every client): the missing upstream permission, without the service
+    /// principal's name or the operator's fix, which only the log carries.
+    pub fn client_message(&self) -> String {
+        let reason = match self {
+            DelegatedError::Refused { owner, code, .. } => {
+                let needs = match code.0 {
+                    65 => format!(
+                        ": Portcullis' upstream service principal needs CreateTokens on {owner}"
+                    ),
+                    61 => ": delegation tokens are disabled on the upstream cluster".to_owned(),
+                    _ => String::new(),
+                };
+                format!(
+                    "the upstream refused to create a delegation token owned by {owner} ({}){needs}",
+                    code.name()
+                )
+            }
+            DelegatedError::Upstream(_) => "the upstream cannot be reached".to_owned(),
+            other => other.to_string(),
+        };
+        format!("Portcullis cannot act as the client upstream (forwarding policy \"delegated\"): {reason}")
+    }
+}
+
+/// A session's upstream connection settings, obtained when it authenticated: its token's login,
+/// and the lease that keeps the token for as long as the client connection lives.
+pub struct Admitted {
+    /// The settings to open the session's upstream connection with.
+    pub settings: UpstreamSettings,
+    /// Held by the client connection.
+    pub lease: Lease,
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a principal's upstream connection authenticates with.
@@ -145,6 +188,36 @@ impl DelegatedUpstream {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits a new session of `principal` (the framework's `Action::Admit`): when the policy
+    /// sends its requests upstream as the principal itself, the principal's token is obtained
+    /// now (created if it has none) and leased for the connection's life. `None`: the principal
+    /// goes upstream as the service identity, or not at all (the policy refuses its requests).
+    ///
+    /// Why here and not at the first upstream request: a refusal (the service principal lacks
+    /// CreateTokens, tokens disabled upstream) can then fail the authentication with a message
+    /// every client shows and treats as final. At a later request it could only close the
+    /// connection (what a client retries, silently) or answer an error code that carries no
+    /// message and would blame the client's own permissions.
+    pub async fn admit(
+        self: &Arc<Self>,
+        principal: &Principal,
+        upstream: &UpstreamSettings,
+    ) -> Result<Option<Admitted>, DelegatedError> {
+        if self.settings.identity(principal) != Some(UpstreamIdentity::Delegated) {
+            return Ok(None);
+        }
+        match self
+            .login_for(&UpstreamIdentity::Delegated, principal, upstream)
+            .await?
+        {
+            UpstreamLogin::Service => Ok(None),
+            UpstreamLogin::Delegated { login, lease } => Ok(Some(Admitted {
+                settings: token_settings(upstream, login),
+                lease,
+            })),
+        }
     }
 
     /// How the upstream connection of a request routed with `identity` for `principal`
@@ -272,7 +345,7 @@ impl DelegatedUpstream {
                 code,
                 hint: self.hint(code, principal),
             };
-            tracing::warn!(principal = %principal, error = %error, "cannot act as the client upstream; its request fails");
+            tracing::warn!(principal = %principal, error = %error, "cannot act as the client upstream; its authentication fails");
             return Err(error);
         }
         let token = UpstreamToken {
@@ -512,7 +585,7 @@ impl DelegatedUpstream {
             Work::Renew { principal, token } => {
                 let outcome = self.renew(upstream, &token).await;
                 if let RenewOutcome::Renewed { expiry_ms } = outcome {
-                    tracing::debug!(principal = %principal, token_id = %token.token_id, expiry_ms, "upstream delegation token renewed");
+                    tracing::info!(principal = %principal, token_id = %token.token_id, expiry_ms, "upstream delegation token renewed");
                 }
                 self.lock().cache.renewed(
                     &principal,
@@ -673,15 +746,19 @@ pub(super) async fn connection_settings(
     };
     match delegated.login_for(identity, principal, upstream).await? {
         UpstreamLogin::Service => Ok((None, None)),
-        UpstreamLogin::Delegated { login, lease } => Ok((
-            Some(UpstreamSettings {
-                bootstrap_servers: upstream.bootstrap_servers.clone(),
-                login: Some(login),
-                tls: upstream.tls.clone(),
-                connect_timeout: upstream.connect_timeout,
-                versions: arc_swap::ArcSwap::new(upstream.versions.load_full()),
-            }),
-            Some(lease),
-        )),
+        UpstreamLogin::Delegated { login, lease } => {
+            Ok((Some(token_settings(upstream, login)), Some(lease)))
+        }
+    }
+}
+
+/// The node's upstream settings with a token's login instead of the service login.
+fn token_settings(upstream: &UpstreamSettings, login: Arc<dyn LoginModule>) -> UpstreamSettings {
+    UpstreamSettings {
+        bootstrap_servers: upstream.bootstrap_servers.clone(),
+        login: Some(login),
+        tls: upstream.tls.clone(),
+        connect_timeout: upstream.connect_timeout,
+        versions: arc_swap::ArcSwap::new(upstream.versions.load_full()),
     }
 }

@@ -263,7 +263,11 @@ impl Server {
                 .store_writer
                 .as_ref()
                 .is_some_and(|w| w.cluster().is_some()),
-        );
+        )
+        // `delegated`: each new session's upstream token is obtained before the client is told
+        // it authenticated, so a refusal fails the authentication with a message the client
+        // shows (see `delegated::DelegatedUpstream::admit`).
+        .with_session_admission(delegated.is_some());
         let connection_config = match parts.authorizer {
             Some(authorizer) if !upstream_decides => connection_config.with_authorizer(authorizer),
             _ => connection_config,

@@ -128,7 +128,7 @@ pub fn record_decision(span: &tracing::Span, connection: &Connection, actions: &
     }
     let route = actions.first().map(|a| match a {
         Action::Forward(_) => "upstream",
-        Action::Respond(_) | Action::Persist(_) => "local",
+        Action::Respond(_) | Action::Persist(_) | Action::Admit(_) => "local",
         Action::Close(_) | Action::CloseAfter(_) | Action::CloseAfterInFlight(_) => "closed",
     });
     if let Some(route) = route {

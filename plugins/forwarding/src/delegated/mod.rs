@@ -86,6 +86,18 @@ impl DelegatedSettings {
         Ok(())
     }
 
+    /// The identity `principal`'s upstream requests use, or `None` when it may not go upstream
+    /// (only `User` principals can own a token the upstream authenticates as them).
+    pub fn identity(&self, principal: &Principal) -> Option<UpstreamIdentity> {
+        if self.falls_back(principal) {
+            Some(UpstreamIdentity::Service)
+        } else if principal.kind == USER_TYPE {
+            Some(UpstreamIdentity::Delegated)
+        } else {
+            None
+        }
+    }
+
     /// Whether `principal` goes upstream as the service identity.
     pub fn falls_back(&self, principal: &Principal) -> bool {
         let text = principal.to_string();
@@ -138,13 +150,7 @@ impl Delegated {
 
     /// The identity `principal`'s upstream requests use, or `None` when it may not go upstream.
     pub fn identity(&self, principal: &Principal) -> Option<UpstreamIdentity> {
-        if self.settings.falls_back(principal) {
-            Some(UpstreamIdentity::Service)
-        } else if principal.kind == USER_TYPE {
-            Some(UpstreamIdentity::Delegated)
-        } else {
-            None
-        }
+        self.settings.identity(principal)
     }
 }
 
