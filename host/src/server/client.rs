@@ -1,14 +1,18 @@
-//! One client connection: a single task that reads the client's frames and the upstream's
-//! responses, feeds frames to the framework's [`Connection`], carries out the [`Action`]s it
-//! returns, writes responses back in request order, and closes the connection properly.
+//! One client connection, in two halves that run side by side so that neither direction waits
+//! for the other: the **request side** (this module: the client's read half, the framework's
+//! [`Connection`], the upstream's write half) and the **response side** ([`super::responses`], its
+//! own task: the upstream's read half, the client's write half). The connection's
+//! [`ResponseQueue`] joins them: one entry per request that gets an answer, in request order, and
+//! its capacity bounds the requests outstanding.
 //!
 //! ```text
-//!            ┌──────────── select! ────────────┐
-//! client ──► FrameReader ─► Connection::handle_frame ─► Respond ─────────────► ResponseQueue ─► client
-//!                                                    └► Forward ─► upstream ─► (response) ─┘
+//! client ──► FrameReader ─► Connection::handle_frame ─► Respond ──────────► queue: ready ──┐
+//!                                                    └► Forward ─► upstream   queue: awaited │
+//!                                                                     │                     ▼
+//! client ◄──────────────────── response side (relays or rewrites) ◄──┴── upstream responses
 //! ```
 //!
-//! A connection goes through explicit phases ([`Phase`]):
+//! A connection goes through explicit phases ([`Phase`]), decided here:
 //!
 //! ```text
 //! Serving ──(session expired, server stopping)──► Draining ──► Closing
@@ -17,20 +21,21 @@
 //!    └────(client closed, socket error)─────────────────────────────────► Gone
 //! ```
 //!
-//! - **Serving** reads requests and the upstream at the same time. The upstream socket is
-//!   watched even when no answer is awaited, so a broker that closes the connection closes the
-//!   client's at once (the client reconnects, as to a failed broker). The watch costs no system
-//!   call while the socket is quiet: tokio only reads a socket that epoll reported readable.
-//! - **Draining** reads no more requests: the answers to the requests already received (local,
-//!   or forwarded upstream) are written, then the connection closes. Like Kafka, which reads one
-//!   request at a time, nothing read after the request that ended the session is forwarded.
-//! - **Delaying** waits before answering a failed authentication (Kafka delays the answer, not
-//!   just the close, so a guesser cannot retry sooner).
-//! - **Closing** is a lingering close: no FIN sooner than `limits.close_pause_ms` after the last
-//!   answer (some clients — kafka-python 2.x — throw away every byte of a read that ends in EOF,
-//!   and would resend a Produce that was written), then FIN, then the client's input is read and
-//!   discarded until it closes too or [`LINGER`] passes. Closing a socket with unread input makes
-//!   the kernel send a reset, which can destroy answers the client has not read yet.
+//! - **Serving** reads requests. The response side watches the upstream socket even when no
+//!   answer is awaited, so a broker that closes the connection ends the response side, and this
+//!   side closes the client's connection at once (the client reconnects, as to a failed broker).
+//! - **Draining** reads no more requests: the response side writes the answers to the requests
+//!   already received (local, or forwarded upstream) up to the queue's end marker, then the
+//!   connection closes. Like Kafka, which reads one request at a time, nothing read after the
+//!   request that ended the session is forwarded.
+//! - **Delaying** waits before answering a failed authentication: the answer is queued only after
+//!   the delay (Kafka delays the answer, not just the close, so a guesser cannot retry sooner).
+//! - **Closing** stops the response side where it is and makes a lingering close: no FIN sooner
+//!   than `limits.close_pause_ms` after the last answer (some clients — kafka-python 2.x — throw
+//!   away every byte of a read that ends in EOF, and would resend a Produce that was written),
+//!   then FIN, then the client's input is read and discarded until it closes too or [`LINGER`]
+//!   passes. Closing a socket with unread input makes the kernel send a reset, which can destroy
+//!   answers the client has not read yet.
 //! - **Gone**: the client closed, or the socket failed; nothing more can be written.
 
 use std::net::SocketAddr;
@@ -39,18 +44,20 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use portcullis::connection::{Action, CloseReason, Connection, LogLevel};
+use portcullis::connection::{Action, CloseReason, Connection, Forwarded, LogLevel};
 use portcullis::forwarding::UpstreamIdentity;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 
 use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
 use super::brokers::Target;
-use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
+use super::frames::{FrameError, FrameReader, ReadOutcome, ReadSource, BURST_READ, MIN_READ};
 use super::queue::{Pending, ResponseQueue};
-use super::rewrite::{carries_addresses, rewrite, RewriteError};
-use super::upstream::{UpstreamConnection, UpstreamError};
-use super::wire::response_correlation_id;
+use super::responses::{Ended, Finished, ResponseSide};
+use super::rewrite::RewriteError;
+use super::sockets::{ClientRead, ClientStream};
+use super::upstream::{UpstreamConnection, UpstreamError, UpstreamSender};
 use super::Shared;
 
 /// Requests a client may have outstanding before Portcullis stops reading from it. Clients
@@ -89,7 +96,7 @@ enum End {
 
 /// Why a connection failed.
 #[derive(Debug, thiserror::Error)]
-enum DriverError {
+pub(super) enum DriverError {
     #[error("client: {0}")]
     Client(#[from] FrameError),
     #[error("upstream {address}: {source}")]
@@ -107,6 +114,8 @@ enum DriverError {
     Step(String),
     #[error("the client read nothing for {0:?}")]
     WriteStalled(Duration),
+    #[error("the response side ended unexpectedly: {0}")]
+    ResponseSide(String),
 }
 
 /// Where a connection is in its life; see the module documentation.
@@ -114,29 +123,35 @@ enum DriverError {
 enum Phase {
     Serving,
     Draining(End),
-    Delaying { until: Instant, end: End },
+    /// The failed authentication's answer (`held`) is queued at `until`.
+    Delaying {
+        until: Instant,
+        end: End,
+        held: Vec<Bytes>,
+    },
     Closing(End),
     Gone(End),
 }
 
 /// Serves one accepted client connection until it closes. `slot` is its admission; it is
 /// returned when this ends.
-pub(super) async fn serve<S>(
+pub(super) async fn serve<S: ClientStream>(
     shared: Arc<Shared>,
     stream: S,
     peer: SocketAddr,
     target: Target,
     tls: Option<portcullis::principal::TlsPeer>,
     slot: Slot,
-) where
-    S: AsyncRead + AsyncWrite + Send,
-{
-    let (read, write) = tokio::io::split(stream);
+) {
+    let (read, write) = stream.into_halves();
     let is_tls = tls.is_some();
     let mut connection = Connection::new(shared.connection_config.clone(), peer.ip(), is_tls);
     if let Some(tls_peer) = tls {
         connection = connection.with_tls_peer(Arc::new(tls_peer));
     }
+    let queue = Arc::new(ResponseQueue::new(MAX_IN_FLIGHT));
+    let responses =
+        tokio::spawn(ResponseSide::new(Arc::clone(&shared), Arc::clone(&queue), write).run());
     let now = Instant::now();
     let mut driver = Driver {
         peer,
@@ -144,15 +159,14 @@ pub(super) async fn serve<S>(
         target,
         connection,
         reader: FrameReader::new(read),
-        writer: BufWriter::new(write),
-        queue: ResponseQueue::new(),
+        queue,
+        responses: ResponseTask::Running(responses),
         upstream: None,
         upstream_lease: None,
         admitted_settings: None,
         reservation: None,
         accepted_at: now,
-        last_activity: now,
-        last_write: None,
+        last_read: now,
         request_span: tracing::Span::none(),
         shared,
         _slot: slot,
@@ -167,16 +181,25 @@ pub(super) async fn serve<S>(
     driver.log_end(&end);
 }
 
-struct Driver<S> {
+/// The response side's task, or what it handed back when it ended.
+enum ResponseTask {
+    Running(JoinHandle<Finished>),
+    Ended(Finished),
+    /// Its end was consumed (the client's write half is dropped).
+    Gone,
+}
+
+/// The request side of one connection (see the module documentation).
+struct Driver {
     shared: Arc<Shared>,
     peer: SocketAddr,
     tls: bool,
     target: Target,
     connection: Connection,
-    reader: FrameReader<ReadHalf<S>>,
-    writer: BufWriter<WriteHalf<S>>,
-    queue: ResponseQueue,
-    upstream: Option<UpstreamConnection>,
+    reader: FrameReader<ClientRead>,
+    queue: Arc<ResponseQueue>,
+    responses: ResponseTask,
+    upstream: Option<UpstreamSender>,
     /// With the `delegated` policy: the lease on the principal's upstream token.
     upstream_lease: Option<super::delegated::Lease>,
     /// With the `delegated` policy: the settings (the principal's token login) obtained when the
@@ -185,18 +208,26 @@ struct Driver<S> {
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
-    /// When a frame was last read or an answer last written.
-    last_activity: Instant,
-    /// When an answer was last written, for the pause before the FIN.
-    last_write: Option<Instant>,
+    /// When a frame was last read.
+    last_read: Instant,
     /// The trace span of the request being handled (telemetry; disabled without export).
     request_span: tracing::Span,
     _slot: Slot,
 }
 
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Whatever ended this side (even a cancellation) ends the response side too.
+        if let ResponseTask::Running(handle) = &self.responses {
+            handle.abort();
+        }
+    }
+}
+
 enum Event {
     Client(Result<Incoming, FrameError>),
-    Upstream(Result<Bytes, UpstreamError>),
+    ResponsesEnded(Result<Finished, tokio::task::JoinError>),
+    Room,
     Revoked,
     Shutdown,
     Timer,
@@ -209,15 +240,18 @@ enum Incoming {
     OverBudget(usize),
 }
 
-impl<S: AsyncRead + AsyncWrite> Driver<S> {
+impl Driver {
     /// Runs the phases until the connection is closed; returns why it ended.
     async fn run(&mut self) -> End {
         let mut phase = Phase::Serving;
         loop {
             phase = match phase {
                 Phase::Serving => self.serve_requests().await,
-                Phase::Delaying { until, end } => {
+                Phase::Delaying { until, end, held } => {
                     sleep_until(until).await;
+                    for frame in held {
+                        self.queue.push_ready(frame);
+                    }
                     Phase::Draining(end)
                 }
                 Phase::Draining(end) => self.drain(end).await,
@@ -230,7 +264,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         }
     }
 
-    /// Reads requests and upstream responses until something ends the serving phase.
+    /// Reads requests until something ends the serving phase.
     async fn serve_requests(&mut self) -> Phase {
         let mut shutdown = self.shared.shutdown.clone();
         if *shutdown.borrow_and_update() {
@@ -241,20 +275,22 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         let timer = tokio::time::sleep_until(self.next_deadline());
         tokio::pin!(timer);
         loop {
-            if let Err(e) = self.write_ready().await {
-                return Phase::Gone(End::Failed(e));
-            }
-            let can_read = self.queue.len() < MAX_IN_FLIGHT;
+            let can_read = self.queue.has_room();
             let max_frame = self.connection.max_frame_size();
             let pre_auth = !self.connection.is_authenticated();
             let ticket = self.connection.ticket();
+            let ResponseTask::Running(responses) = &mut self.responses else {
+                return Phase::Closing(End::Failed(DriverError::ResponseSide(
+                    "ended before serving did".to_owned(),
+                )));
+            };
             let event = tokio::select! {
                 // A dropped sender also means the server is gone.
                 _ = shutdown.changed() => Event::Shutdown,
                 // The session's credential was removed or changed: close at once, even if idle.
                 () = revoked(ticket.as_ref()) => Event::Revoked,
-                // Always watched: an answer, or the upstream closing or failing.
-                response = next_response(&mut self.upstream) => Event::Upstream(response),
+                // The upstream closed or failed, or the client cannot be written to.
+                finished = responses => Event::ResponsesEnded(finished),
                 read = read_request(
                     &mut self.reader,
                     max_frame,
@@ -262,6 +298,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                     &self.shared.admission,
                     &mut self.reservation,
                 ), if can_read => Event::Client(read),
+                // The queue was full: an answer made room.
+                () = self.queue.room(), if !can_read => Event::Room,
                 () = &mut timer => Event::Timer,
             };
             let next = match event {
@@ -278,26 +316,82 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                         .revoked_connections_closed();
                     Some(Phase::Closing(End::Closed(CloseReason::CredentialRevoked)))
                 }
+                Event::ResponsesEnded(finished) => Some(self.responses_ended(finished)),
+                Event::Room => None,
                 Event::Timer => self.on_timer(timer.as_mut()),
                 Event::Client(Err(e)) => Some(Phase::Gone(End::Failed(e.into()))),
                 Event::Client(Ok(incoming)) => {
-                    self.last_activity = Instant::now();
-                    let next = self.on_client(incoming).await;
+                    self.last_read = Instant::now();
+                    let mut next = self.on_client(incoming).await;
                     // The frame is handled: its part of the pre-authentication budget goes back.
                     self.reservation = None;
-                    next
-                }
-                Event::Upstream(response) => {
-                    let handled = response
-                        .map_err(|source| self.upstream_error(source))
-                        .and_then(|response| self.on_upstream_response(response));
-                    handled.err().map(|e| Phase::Closing(End::Failed(e)))
+                    // Every other frame the read brought in is handled too before anything is
+                    // sent upstream, so one write carries them all.
+                    while next.is_none()
+                        && self.connection.is_authenticated()
+                        && self.queue.has_room()
+                    {
+                        match self.reader.buffered_frame(self.connection.max_frame_size()) {
+                            Ok(Some(outcome)) => {
+                                next = self.on_client(Incoming::Read(outcome)).await;
+                            }
+                            Ok(None) => break,
+                            Err(e) => next = Some(Phase::Gone(End::Failed(e.into()))),
+                        }
+                    }
+                    // Also when leaving: a drain waits for the answers to what was forwarded.
+                    match self.flush_upstream().await {
+                        Err(e) if next.is_none() => Some(Phase::Closing(End::Failed(e))),
+                        _ => next,
+                    }
                 }
             };
             if let Some(next) = next {
                 return next;
             }
         }
+    }
+
+    /// The response side ended while requests were being served.
+    fn responses_ended(&mut self, finished: Result<Finished, tokio::task::JoinError>) -> Phase {
+        let finished = match finished {
+            Ok(finished) => finished,
+            Err(e) => {
+                self.responses = ResponseTask::Gone;
+                return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string())));
+            }
+        };
+        let (phase, finished) = match finished {
+            Finished {
+                ended: Ended::Upstream(e),
+                client,
+            } => (
+                Phase::Closing(End::Failed(e)),
+                Finished {
+                    ended: Ended::Stopped,
+                    client,
+                },
+            ),
+            Finished {
+                ended: Ended::Client(e),
+                client,
+            } => (
+                Phase::Gone(End::Failed(e)),
+                Finished {
+                    ended: Ended::Stopped,
+                    client,
+                },
+            ),
+            other => (
+                Phase::Closing(End::Failed(DriverError::ResponseSide(format!(
+                    "{:?}",
+                    other.ended
+                )))),
+                other,
+            ),
+        };
+        self.responses = ResponseTask::Ended(finished);
+        phase
     }
 
     async fn on_client(&mut self, incoming: Incoming) -> Option<Phase> {
@@ -335,6 +429,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     /// workers that serve every other connection. Mechanisms whose steps are cheap (SCRAM) run
     /// inline, so they never queue behind a storm of expensive ones.
     async fn step_off_runtime(&mut self, frame: Bytes) -> Result<Vec<Action>, DriverError> {
+        // Requests already forwarded do not wait for the step.
+        self.flush_upstream().await?;
         let permit = Arc::clone(&self.shared.sasl_workers)
             .acquire_owned()
             .await
@@ -366,11 +462,19 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
             if now >= self.accepted_at + limits.authentication_timeout {
                 return Some(Phase::Closing(End::AuthenticationTimeout));
             }
-        } else if self.queue.is_empty() && now >= self.last_activity + limits.idle_timeout {
+        } else if self.queue.is_empty() && now >= self.last_activity() + limits.idle_timeout {
             return Some(Phase::Closing(End::Idle));
         }
         timer.reset(self.next_deadline().max(now + Duration::from_millis(10)));
         None
+    }
+
+    /// When a frame was last read or an answer last written.
+    fn last_activity(&self) -> Instant {
+        match self.queue.last_write() {
+            Some(written) => written.max(self.last_read),
+            None => self.last_read,
+        }
     }
 
     /// When the timer must look again: the authentication deadline until the client has
@@ -381,43 +485,35 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         if !self.connection.is_authenticated() {
             self.accepted_at + limits.authentication_timeout
         } else if self.queue.is_empty() {
-            self.last_activity + limits.idle_timeout
+            self.last_activity() + limits.idle_timeout
         } else {
             Instant::now() + limits.idle_timeout
         }
     }
 
     /// Carries out the framework's actions for one frame, in order. `Some` ends serving.
+    /// Forwarded frames are queued; the caller flushes them once per batch of frames.
     async fn apply(&mut self, actions: Vec<Action>) -> Option<Phase> {
-        let mut forwarded = false;
+        // A failed authentication's answer is held back until its delay has passed.
+        let mut delayed = actions.iter().any(|a| matches!(a, Action::CloseAfter(_)));
+        let mut held = Vec::new();
         let mut actions = std::collections::VecDeque::from(actions);
         while let Some(action) = actions.pop_front() {
             match action {
                 Action::Admit(principal) => {
                     // The verdict's actions (the answer to the client, maybe a close) come next.
                     let verdict = self.admit(&principal).await;
-                    for follow in self.connection.admitted(verdict).into_iter().rev() {
+                    let follow = self.connection.admitted(verdict);
+                    delayed |= follow.iter().any(|a| matches!(a, Action::CloseAfter(_)));
+                    for follow in follow.into_iter().rev() {
                         actions.push_front(follow);
                     }
                 }
+                Action::Respond(frame) if delayed => held.push(frame),
                 Action::Respond(frame) => self.queue.push_ready(frame),
                 Action::Forward(request) => {
-                    if let Err(e) = self.forward(&request.frame, &request.identity).await {
+                    if let Err(e) = self.forward(request).await {
                         return Some(Phase::Closing(End::Failed(e)));
-                    }
-                    forwarded = true;
-                    if request.expects_response {
-                        self.queue.push_pending(Pending {
-                            plan: request.plan,
-                            api_key: request.api_key,
-                            api_version: request.api_version,
-                            correlation_id: request.correlation_id,
-                            upstream_call: crate::telemetry::traces::UpstreamCall::start(
-                                &self.request_span,
-                                request.api_key,
-                                self.upstream.as_ref().map(|u| u.address()),
-                            ),
-                        });
                     }
                 }
                 Action::Persist(persist) => {
@@ -429,6 +525,7 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                     return Some(Phase::Delaying {
                         until: Instant::now() + delay,
                         end: End::AuthenticationFailed,
+                        held,
                     })
                 }
                 Action::Close(reason) => return Some(Phase::Closing(End::Closed(reason))),
@@ -437,14 +534,18 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 }
             }
         }
-        if forwarded {
-            if let Some(upstream) = self.upstream.as_mut() {
-                if let Err(source) = upstream.flush().await {
-                    return Some(Phase::Closing(End::Failed(self.upstream_error(source))));
-                }
-            }
-        }
         None
+    }
+
+    /// Sends every frame queued for the upstream.
+    async fn flush_upstream(&mut self) -> Result<(), DriverError> {
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Ok(());
+        };
+        match upstream.flush().await {
+            Ok(()) => Ok(()),
+            Err(source) => Err(self.upstream_error(source)),
+        }
     }
 
     /// Does what a new session needs before the client is told it authenticated: with the
@@ -478,147 +579,134 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         }
     }
 
-    /// Sends one client frame upstream (queued; `apply` flushes once per client frame).
-    async fn forward(
-        &mut self,
-        frame: &[u8],
-        identity: &portcullis::forwarding::UpstreamIdentity,
-    ) -> Result<(), DriverError> {
-        let upstream = self.upstream(identity).await?;
-        if let Err(source) = upstream.reauthenticate_if_due().await {
+    /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]); its entry
+    /// goes into the response queue first, so its answer always finds it.
+    async fn forward(&mut self, request: Forwarded) -> Result<(), DriverError> {
+        self.open_upstream(&request.identity).await?;
+        let Some(upstream) = self.upstream.as_mut() else {
+            return Err(self.upstream_error(UpstreamError::Closed));
+        };
+        if let Err(source) = upstream.reauthenticate_if_due(&self.queue).await {
             return Err(self.upstream_error(source));
         }
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
         };
-        if let Err(source) = upstream.send(frame).await {
+        if request.expects_response {
+            self.queue.push_pending(Pending {
+                plan: request.plan,
+                api_key: request.api_key,
+                api_version: request.api_version,
+                correlation_id: request.correlation_id,
+                upstream_call: crate::telemetry::traces::UpstreamCall::start(
+                    &self.request_span,
+                    request.api_key,
+                    Some(upstream.address()),
+                ),
+            });
+        }
+        if let Err(source) = upstream.send(request.frame) {
             return Err(self.upstream_error(source));
         }
         Ok(())
     }
 
-    /// The connection's upstream, opened on the first forwarded request.
-    async fn upstream(
+    /// Opens the connection's upstream on the first forwarded request, and hands its read half
+    /// to the response side.
+    async fn open_upstream(
         &mut self,
         identity: &portcullis::forwarding::UpstreamIdentity,
-    ) -> Result<&mut UpstreamConnection, DriverError> {
-        if self.upstream.is_none() {
-            // Who the connection acts as: the service login, or (delegated) the principal's token,
-            // normally obtained when the session was admitted.
-            let own_settings = match self.admitted_settings.take() {
-                Some(settings) if *identity == UpstreamIdentity::Delegated => Some(settings),
-                admitted => {
-                    self.admitted_settings = admitted;
-                    let (own_settings, lease) = super::delegated::connection_settings(
-                        self.shared.delegated.as_ref(),
-                        &self.shared.upstream,
-                        identity,
-                        self.connection.session().map(|s| &s.principal),
-                    )
-                    .await?;
-                    if lease.is_some() {
-                        self.upstream_lease = lease;
-                    }
-                    own_settings
-                }
-            };
-            let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
-            let opened = match self.target {
-                Target::Bootstrap => {
-                    UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
-                }
-                Target::Broker(node_id) => match self.shared.brokers.address(node_id) {
-                    Some(address) => UpstreamConnection::open(&address, settings, None)
-                        .await
-                        .map(|(c, _)| c),
-                    None => Err(UpstreamError::NoAddress(format!("broker {node_id}"))),
-                },
-            };
-            let connection = opened.map_err(|source| DriverError::Upstream {
-                address: self.target_name(),
-                source,
-            })?;
-            tracing::debug!(target = ?self.target, upstream = connection.address(), "upstream connected");
-            self.upstream = Some(connection);
+    ) -> Result<(), DriverError> {
+        if self.upstream.is_some() {
+            return Ok(());
         }
-        let name = self.target_name();
-        self.upstream.as_mut().ok_or(DriverError::Upstream {
-            address: name,
-            source: UpstreamError::Closed,
-        })
-    }
-
-    /// Matches an upstream response to the oldest forwarded request and rewrites its addresses.
-    fn on_upstream_response(&mut self, response: Bytes) -> Result<(), DriverError> {
-        let got = response_correlation_id(&response).unwrap_or(-1);
-        let Some(pending) = self.queue.oldest_pending().cloned() else {
-            return Err(self.upstream_error(UpstreamError::OutOfOrder { expected: -1, got }));
-        };
-        if got != pending.correlation_id {
-            return Err(self.upstream_error(UpstreamError::OutOfOrder {
-                expected: pending.correlation_id,
-                got,
-            }));
-        }
-        pending.upstream_call.finish();
-        // Authorization first (filter what this principal may not see, merge the locally denied
-        // entries back in), then the broker addresses.
-        let response = if pending.plan.is_unchanged() {
-            response
-        } else {
-            let applied = pending
-                .plan
-                .apply(response)
-                .map_err(|e| DriverError::Authorization(e.to_string()))?;
-            applied.frame
-        };
-        let response = if carries_addresses(pending.api_key) {
-            let shared = &self.shared;
-            let rewritten = rewrite(
-                pending.api_key,
-                pending.api_version,
-                response,
-                &shared.advertised,
-                &shared.brokers,
-            )?;
-            // Open the broker ports before the client can learn them from this response.
-            for node_id in rewritten.node_ids {
-                shared.broker_listeners.ensure(shared, node_id);
+        // Who the connection acts as: the service login, or (delegated) the principal's token,
+        // normally obtained when the session was admitted.
+        let own_settings = match self.admitted_settings.take() {
+            Some(settings) if *identity == UpstreamIdentity::Delegated => Some(settings),
+            admitted => {
+                self.admitted_settings = admitted;
+                let (own_settings, lease) = super::delegated::connection_settings(
+                    self.shared.delegated.as_ref(),
+                    &self.shared.upstream,
+                    identity,
+                    self.connection.session().map(|s| &s.principal),
+                )
+                .await?;
+                if lease.is_some() {
+                    self.upstream_lease = lease;
+                }
+                own_settings
             }
-            rewritten.frame
-        } else {
-            response
         };
-        self.queue.complete_oldest(response);
+        let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
+        let opened = match self.target {
+            Target::Bootstrap => {
+                UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
+            }
+            Target::Broker(node_id) => match self.shared.brokers.address(node_id) {
+                Some(address) => UpstreamConnection::open(&address, settings, None)
+                    .await
+                    .map(|(c, _)| c),
+                None => Err(UpstreamError::NoAddress(format!("broker {node_id}"))),
+            },
+        };
+        let connection = opened.map_err(|source| DriverError::Upstream {
+            address: self.target_name(),
+            source,
+        })?;
+        tracing::debug!(target = ?self.target, upstream = connection.address(), "upstream connected");
+        let (sender, reader) = connection.into_halves(settings.connect_timeout);
+        self.queue.push_upstream(reader);
+        self.upstream = Some(sender);
         Ok(())
     }
 
-    /// Writes the answers to every request already received (waiting for the upstream's), then
-    /// moves on to closing. No client frame is read. Bounded by [`DRAIN_TIMEOUT`], so a silent
-    /// upstream cannot hold the connection open.
+    /// Has the response side write the answers to every request already received (waiting for
+    /// the upstream's), then moves on to closing. No client frame is read. Bounded by
+    /// [`DRAIN_TIMEOUT`], so a silent upstream cannot hold the connection open.
     async fn drain(&mut self, end: End) -> Phase {
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        loop {
-            if let Err(e) = self.write_ready().await {
-                return Phase::Gone(End::Failed(e));
-            }
-            if !self.queue.has_pending() {
-                return Phase::Closing(end);
-            }
-            let response = match timeout_at(deadline, next_response(&mut self.upstream)).await {
-                Ok(response) => response,
+        self.queue.finish();
+        let finished = match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
+            ResponseTask::Running(mut handle) => match timeout(DRAIN_TIMEOUT, &mut handle).await {
+                Ok(finished) => finished,
                 Err(_) => {
                     tracing::debug!(peer = %self.peer, target = ?self.target, "gave up waiting for in-flight responses before closing");
-                    return Phase::Closing(end);
+                    self.queue.stop();
+                    handle.await
                 }
-            };
-            let handled = response
-                .map_err(|source| self.upstream_error(source))
-                .and_then(|response| self.on_upstream_response(response));
-            if let Err(e) = handled {
+            },
+            ResponseTask::Ended(finished) => Ok(finished),
+            ResponseTask::Gone => return Phase::Closing(end),
+        };
+        let finished = match finished {
+            Ok(finished) => finished,
+            Err(e) => return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string()))),
+        };
+        let Finished { ended, client } = finished;
+        match ended {
+            Ended::Client(e) => return Phase::Gone(End::Failed(e)),
+            Ended::Upstream(e) => {
                 tracing::debug!(peer = %self.peer, error = %e, "while answering in-flight requests before closing");
-                return Phase::Closing(end);
             }
+            Ended::Drained | Ended::Stopped => {}
+        }
+        self.responses = ResponseTask::Ended(Finished {
+            ended: Ended::Stopped,
+            client,
+        });
+        Phase::Closing(end)
+    }
+
+    /// Stops the response side where it is and takes the client's write half back.
+    async fn stop_responses(&mut self) -> Option<Finished> {
+        match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
+            ResponseTask::Running(handle) => {
+                self.queue.stop();
+                handle.await.ok()
+            }
+            ResponseTask::Ended(finished) => Some(finished),
+            ResponseTask::Gone => None,
         }
     }
 
@@ -626,8 +714,11 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
     /// input until the client closes or [`LINGER`] passes. Never leaves unread input behind when
     /// the client cooperates, so the kernel has no reason to send a reset.
     async fn close_lingering(&mut self) {
+        let Some(Finished { mut client, .. }) = self.stop_responses().await else {
+            return;
+        };
         let mut client_closed = false;
-        if let Some(last_write) = self.last_write {
+        if let Some(last_write) = self.queue.last_write() {
             // Long enough for the client to read the answers in a read of their own.
             let pause_end = last_write + self.shared.limits.close_pause;
             if let Ok(read) = timeout_at(pause_end, self.reader.discard_until_eof()).await {
@@ -640,35 +731,13 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
         }
         // The FIN (after TLS's close_notify). Bounded: a client that reads nothing cannot hold
         // the connection open through a full send buffer.
-        match timeout(LINGER, self.writer.shutdown()).await {
+        match timeout(LINGER, client.shutdown()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) | Err(_) => return,
         }
         if !client_closed {
             let _ = timeout(LINGER, self.reader.discard_until_eof()).await;
         }
-    }
-
-    /// Writes every response at the head of the queue that is ready. A client that reads
-    /// nothing for `connections_max_idle_ms` is given up.
-    async fn write_ready(&mut self) -> Result<(), DriverError> {
-        if !self.queue.head_is_ready() {
-            return Ok(());
-        }
-        let stall = self.shared.limits.idle_timeout;
-        let write = async {
-            while let Some(frame) = self.queue.pop_ready() {
-                write_frame(&mut self.writer, &frame).await?;
-            }
-            self.writer.flush().await.map_err(FrameError::Io)
-        };
-        timeout(stall, write)
-            .await
-            .map_err(|_| DriverError::WriteStalled(stall))??;
-        let now = Instant::now();
-        self.last_write = Some(now);
-        self.last_activity = now;
-        Ok(())
     }
 
     fn upstream_error(&self, source: UpstreamError) -> DriverError {
@@ -702,7 +771,8 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
                 | DriverError::Rewrite(_)
                 | DriverError::Delegated(_)
                 | DriverError::Authorization(_)
-                | DriverError::Step(_)),
+                | DriverError::Step(_)
+                | DriverError::ResponseSide(_)),
             ) => tracing::warn!(%peer, ?target, error = %e, "closing client connection"),
             End::Failed(e) => tracing::debug!(%peer, ?target, error = %e, "connection closed"),
             End::PreAuthBudget(size) => tracing::info!(
@@ -724,22 +794,30 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
 /// [`PRE_AUTH_UNRESERVED_BYTES`] is read only once its size is reserved from the node's
 /// pre-authentication budget (kept in `reservation` until the frame is handled). Cancel-safe: the
 /// reader keeps what it read, and a reservation made before a cancellation stays held.
-async fn read_request<R: AsyncRead + Unpin>(
+async fn read_request<R: ReadSource>(
     reader: &mut FrameReader<R>,
     max_frame: usize,
     pre_auth: bool,
     admission: &Arc<Admission>,
     reservation: &mut Option<PreAuthReservation>,
 ) -> Result<Incoming, FrameError> {
+    // Before authentication reads stay small: an unauthenticated connection holds its buffer.
+    let burst = if pre_auth { MIN_READ } else { BURST_READ };
     if !pre_auth || max_frame <= PRE_AUTH_UNRESERVED_BYTES || reservation.is_some() {
-        return reader.next_frame(max_frame).await.map(Incoming::Read);
+        return reader
+            .next_frame(max_frame, burst)
+            .await
+            .map(Incoming::Read);
     }
-    match reader.next_frame(PRE_AUTH_UNRESERVED_BYTES).await? {
+    match reader.next_frame(PRE_AUTH_UNRESERVED_BYTES, burst).await? {
         ReadOutcome::TooLarge(size) if size <= max_frame => {
             match admission.reserve_pre_auth(size) {
                 Some(reserved) => {
                     *reservation = Some(reserved);
-                    reader.next_frame(max_frame).await.map(Incoming::Read)
+                    reader
+                        .next_frame(max_frame, burst)
+                        .await
+                        .map(Incoming::Read)
                 }
                 None => Ok(Incoming::OverBudget(size)),
             }
@@ -750,12 +828,16 @@ async fn read_request<R: AsyncRead + Unpin>(
 
 // ---- Local writes: the Persist effect (delegation tokens, ACLs, SCRAM credentials) ----------
 
-impl<S: AsyncRead + AsyncWrite> Driver<S> {
+impl Driver {
     /// Appends a local handler's records through the store writer, off the request path, and
     /// queues the answer its continuation builds in this request's place. The connection reads
     /// nothing more meanwhile (Kafka answers one request of a connection at a time); other
     /// connections are served by other tasks.
     async fn carry_out_persist(&mut self, persist: portcullis::local::Persist) -> Option<End> {
+        // Requests already forwarded do not wait for the store.
+        if let Err(e) = self.flush_upstream().await {
+            return Some(End::Failed(e));
+        }
         match super::persist::run(&self.shared.store_writer, persist).await {
             super::persist::Finished::Respond(frame) => {
                 self.queue.push_ready(frame);
@@ -772,14 +854,6 @@ impl<S: AsyncRead + AsyncWrite> Driver<S> {
 async fn revoked(ticket: Option<&Arc<portcullis::reauth::SessionTicket>>) {
     match ticket {
         Some(ticket) => ticket.revoked().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next upstream response, or never if there is no upstream connection yet.
-async fn next_response(upstream: &mut Option<UpstreamConnection>) -> Result<Bytes, UpstreamError> {
-    match upstream {
-        Some(connection) => connection.next_response().await,
         None => std::future::pending().await,
     }
 }

@@ -4,13 +4,18 @@
 //!
 //! | module        | its one job                                                          |
 //! |---------------|----------------------------------------------------------------------|
-//! | [`frames`]    | Kafka's size-prefixed frames, with a per-read size limit             |
+//! | [`frames`]    | Kafka's size-prefixed frames: reading (per-read size limit, read     |
+//! |               | sizes) and vectored writes                                           |
+//! | [`sockets`]   | the two halves of a socket, plain TCP or TLS                         |
 //! | [`tls`]       | rustls: the listener's server side, the upstream's client side       |
 //! | [`admission`] | connection limits and the pre-authentication buffer budget           |
 //! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
-//! | `client`      | the per-connection loop: frames in, actions out, responses in order, |
-//! |               | and the lingering close                                              |
-//! | [`queue`]     | the ordered response queue of one connection                         |
+//! | `client`      | a connection's request side: frames in, actions out, its phases and  |
+//! |               | the lingering close                                                  |
+//! | `responses`   | a connection's response side (its own task): upstream responses      |
+//! |               | relayed as they arrive or rewritten, local answers, in order         |
+//! | [`queue`]     | the ordered response queue joining the two sides                     |
+//! | [`relay`]     | cutting the upstream's byte stream into responses (sans-I/O)         |
 //! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
 //! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
 //! | [`rewrite`]   | broker addresses in Metadata / FindCoordinator / DescribeCluster     |
@@ -24,7 +29,10 @@ pub mod frames;
 mod listeners;
 mod persist;
 pub mod queue;
+pub mod relay;
+mod responses;
 pub mod rewrite;
+pub mod sockets;
 pub mod tls;
 pub mod upstream;
 pub mod wire;

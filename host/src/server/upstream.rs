@@ -3,9 +3,12 @@
 //!
 //! Portcullis' own requests (ApiVersions, SaslHandshake, SaslAuthenticate, discovery Metadata) use
 //! correlation ids from a reserved range at the top of `i32`, as the Java client does. Most are
-//! sent before any client frame; a re-authentication (KIP-368) happens between client frames, and
-//! responses to earlier client requests that arrive meanwhile are kept aside and handed out
-//! afterwards, in order (the Java client's `pendingAuthenticatedReceives`).
+//! sent before any client frame. A client's connection is then split: the request side sends on
+//! an [`UpstreamSender`], the response side reads the [`UpstreamReader`]. A re-authentication
+//! (KIP-368) happens between client frames: its requests are entries of the connection's response
+//! queue like the client's, so the response side, which reads every response in order, relays the
+//! answers to earlier client requests to the client and hands the re-authentication's own answers
+//! back to the request side.
 //!
 //! When the upstream reports a session lifetime, the connection re-authenticates before sending
 //! the first client frame after a jittered 85–95 % of that lifetime (the Java client's choice), so
@@ -14,14 +17,14 @@
 //! With `SSL` / `SASL_SSL` the TCP connection is wrapped in rustls first ([`super::tls`]); the
 //! server name checked is the host of the address connected to.
 
-use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
     SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -29,16 +32,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use portcullis::login::{LoginError, LoginModule};
 use portcullis::protocol::versions::ApiVersionTable;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf, ReadHalf, WriteHalf};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
+use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
-use super::frames::{write_frame, FrameError, FrameReader, ReadOutcome};
+use super::frames::{FrameError, FrameReader, Outgoing, ReadOutcome, BURST_READ};
+use super::queue::{Internal, ResponseQueue};
+use super::relay::RelayError;
+use super::sockets::{upstream_plain, upstream_tls, UpstreamRead, UpstreamWrite};
 use super::wire::{decode_response, encode_request, response_correlation_id, WireError};
 
 /// The lowest correlation id Portcullis uses for its own requests (the Java client's choice).
@@ -110,6 +111,9 @@ pub enum UpstreamError {
     /// A response that does not parse.
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// A response stream that does not answer the requests sent.
+    #[error(transparent)]
+    Response(#[from] RelayError),
     /// A response to a request that was not sent.
     #[error("upstream answered correlation id {got}, expected {expected}")]
     OutOfOrder {
@@ -139,16 +143,41 @@ pub enum UpstreamError {
     Incomplete,
 }
 
-/// One upstream TCP connection.
+/// One upstream connection while Portcullis alone talks on it: opening it (TLS, SASL), and the
+/// discovery requests. A client's connection is then split with
+/// [`UpstreamConnection::into_halves`].
 pub struct UpstreamConnection {
     address: String,
     reader: FrameReader<UpstreamRead>,
-    writer: BufWriter<UpstreamWrite>,
-    next_internal_id: i32,
-    /// Client responses that arrived while Portcullis waited for one of its own.
-    stash: VecDeque<Bytes>,
+    writer: UpstreamWrite,
+    /// Frames queued by [`UpstreamConnection::send`], written by [`UpstreamConnection::flush`].
+    out: Outgoing,
+    ids: InternalIds,
     /// How to re-authenticate, when the upstream gave the session a lifetime.
     reauth: Option<Reauth>,
+}
+
+/// The request side's half of a client's upstream connection: it sends the client's requests,
+/// and re-authenticates the session between them when it is due.
+pub struct UpstreamSender {
+    address: String,
+    writer: UpstreamWrite,
+    out: Outgoing,
+    ids: InternalIds,
+    reauth: Option<Reauth>,
+    /// Bound on one of Portcullis' own round trips (`connect_timeout_ms`).
+    call_timeout: Duration,
+}
+
+/// The response side's half of a client's upstream connection.
+#[derive(Debug)]
+pub struct UpstreamReader {
+    /// The address connected to (for errors).
+    pub address: String,
+    /// The socket's read half.
+    pub read: UpstreamRead,
+    /// Bytes read while the connection was opened but not consumed.
+    pub buffer: BytesMut,
 }
 
 /// When and how to re-authenticate an upstream session.
@@ -158,11 +187,129 @@ struct Reauth {
     due: Instant,
 }
 
+/// Correlation ids for Portcullis' own requests.
+struct InternalIds(i32);
+
+impl InternalIds {
+    fn new() -> Self {
+        Self(RESERVED_CORRELATION_MIN)
+    }
+
+    fn next(&mut self) -> i32 {
+        let id = self.0;
+        // Stay inside the reserved range however many requests a connection sends.
+        self.0 = if id == i32::MAX {
+            RESERVED_CORRELATION_MIN
+        } else {
+            id + 1
+        };
+        id
+    }
+}
+
 impl std::fmt::Debug for UpstreamConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamConnection")
             .field("address", &self.address)
             .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for UpstreamSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSender")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One of Portcullis' own round trips on an upstream connection: send a request frame, get the
+/// response frame that carries its correlation id.
+trait RoundTrip {
+    /// The correlation id for the next request.
+    fn next_id(&mut self) -> i32;
+    /// Sends `frame` and returns the response to `correlation_id`.
+    fn round_trip(
+        &mut self,
+        frame: Bytes,
+        correlation_id: i32,
+    ) -> impl Future<Output = Result<Bytes, UpstreamError>> + Send;
+}
+
+/// Sends one of Portcullis' own requests and decodes its response.
+fn call<'a, T: RoundTrip + Send, Req: Encodable, Resp: Decodable>(
+    transport: &'a mut T,
+    api: ApiKey,
+    version: i16,
+    request: &Req,
+) -> impl Future<Output = Result<Resp, UpstreamError>> + Send + 'a {
+    let correlation_id = transport.next_id();
+    let frame = encode_request(api, version, correlation_id, request);
+    async move {
+        let response = transport.round_trip(frame?, correlation_id).await?;
+        let (_, body) = decode_response::<Resp>(api, version, response)?;
+        Ok(body)
+    }
+}
+
+impl RoundTrip for UpstreamConnection {
+    fn next_id(&mut self) -> i32 {
+        self.ids.next()
+    }
+
+    /// Nothing but Portcullis' own requests was sent on this connection: the next response is the
+    /// answer.
+    async fn round_trip(
+        &mut self,
+        frame: Bytes,
+        correlation_id: i32,
+    ) -> Result<Bytes, UpstreamError> {
+        self.send(frame)?;
+        self.flush().await?;
+        let response = self.read_frame().await?;
+        let got = response_correlation_id(&response).unwrap_or(-1);
+        if got != correlation_id {
+            return Err(UpstreamError::OutOfOrder {
+                expected: correlation_id,
+                got,
+            });
+        }
+        Ok(response)
+    }
+}
+
+/// A re-authentication on a client's upstream connection: the requests go out between the
+/// client's, and the response side, which reads every response in order, hands each answer back
+/// through the queue (responses to the client's earlier requests go on to the client meanwhile).
+struct ThroughQueue<'a> {
+    sender: &'a mut UpstreamSender,
+    queue: &'a ResponseQueue,
+}
+
+impl RoundTrip for ThroughQueue<'_> {
+    fn next_id(&mut self) -> i32 {
+        self.sender.ids.next()
+    }
+
+    async fn round_trip(
+        &mut self,
+        frame: Bytes,
+        correlation_id: i32,
+    ) -> Result<Bytes, UpstreamError> {
+        let (reply, answer) = oneshot::channel();
+        // Queued before it is sent, so the answer always finds its entry.
+        self.queue.push_internal(Internal {
+            correlation_id,
+            reply,
+        });
+        self.sender.send(frame)?;
+        self.sender.flush().await?;
+        match tokio::time::timeout(self.sender.call_timeout, answer).await {
+            Ok(Ok(response)) => Ok(response),
+            // The response side ended (the upstream closed or failed).
+            Ok(Err(_)) => Err(UpstreamError::Closed),
+            Err(_) => Err(UpstreamError::Timeout(self.sender.address.clone())),
+        }
     }
 }
 
@@ -203,10 +350,7 @@ impl UpstreamConnection {
             // Kafka requests are small and latency-bound; Nagle would delay pipelined requests.
             stream.set_nodelay(true).map_err(FrameError::Io)?;
             let (read, write) = match &settings.tls {
-                None => {
-                    let (read, write) = stream.into_split();
-                    (UpstreamRead::Plain(read), UpstreamWrite::Plain(write))
-                }
+                None => upstream_plain(stream),
                 Some(connector) => {
                     let tls = |reason: String| UpstreamError::Tls {
                         address: address.to_owned(),
@@ -217,16 +361,15 @@ impl UpstreamConnection {
                         .connect(name, stream)
                         .await
                         .map_err(|e| tls(e.to_string()))?;
-                    let (read, write) = tokio::io::split(stream);
-                    (UpstreamRead::Tls(read), UpstreamWrite::Tls(write))
+                    upstream_tls(stream)
                 }
             };
             let mut connection = Self {
                 address: address.to_owned(),
                 reader: FrameReader::new(read),
-                writer: BufWriter::new(write),
-                next_internal_id: RESERVED_CORRELATION_MIN,
-                stash: VecDeque::new(),
+                writer: write,
+                out: Outgoing::new(),
+                ids: InternalIds::new(),
                 reauth: None,
             };
             let table = match software {
@@ -239,7 +382,8 @@ impl UpstreamConnection {
                     None => settings.versions.load().as_ref().clone(),
                 };
                 let version = authenticate_version(&versions)?;
-                connection.authenticate(login, version).await?;
+                let address = connection.address.clone();
+                connection.reauth = authenticate(&mut connection, &address, login, version).await?;
             }
             Ok((connection, table))
         };
@@ -253,35 +397,49 @@ impl UpstreamConnection {
         &self.address
     }
 
-    /// Queues a frame (a client's request, unchanged); [`UpstreamConnection::flush`] sends it.
-    pub async fn send(&mut self, frame: &[u8]) -> Result<(), UpstreamError> {
-        Ok(write_frame(&mut self.writer, frame).await?)
+    /// Splits the connection for a client: the request side sends on it, the response side reads
+    /// it. One of Portcullis' own round trips (a re-authentication) may take up to `call_timeout`.
+    pub fn into_halves(self, call_timeout: Duration) -> (UpstreamSender, UpstreamReader) {
+        let (read, buffer) = self.reader.into_parts();
+        (
+            UpstreamSender {
+                address: self.address.clone(),
+                writer: self.writer,
+                out: self.out,
+                ids: self.ids,
+                reauth: self.reauth,
+                call_timeout,
+            },
+            UpstreamReader {
+                address: self.address,
+                read,
+                buffer,
+            },
+        )
     }
 
-    /// Sends everything queued.
-    pub async fn flush(&mut self) -> Result<(), UpstreamError> {
-        self.writer.flush().await.map_err(FrameError::Io)?;
+    fn send(&mut self, frame: Bytes) -> Result<(), UpstreamError> {
+        Ok(self.out.push_frame(frame)?)
+    }
+
+    async fn flush(&mut self) -> Result<(), UpstreamError> {
+        self.out
+            .write_to(&mut self.writer)
+            .await
+            .map_err(FrameError::Io)?;
         Ok(())
     }
 
-    /// The next response to a client request. Cancel-safe.
-    pub async fn next_response(&mut self) -> Result<Bytes, UpstreamError> {
-        if let Some(frame) = self.stash.pop_front() {
-            return Ok(frame);
-        }
-        self.read_frame().await
-    }
-
     async fn read_frame(&mut self) -> Result<Bytes, UpstreamError> {
-        match self.reader.next_frame(MAX_RESPONSE).await? {
+        match self.reader.next_frame(MAX_RESPONSE, BURST_READ).await? {
             ReadOutcome::Frame(frame) => Ok(frame),
             ReadOutcome::Closed | ReadOutcome::TooLarge(_) => Err(UpstreamError::Closed),
         }
     }
 
-    /// Re-authenticates if the upstream session is close to its end. Call before sending a client
-    /// frame: the upstream processes requests in order, so a re-authentication started here is
-    /// never interleaved with a client request.
+    /// Re-authenticates if the session is close to its end. For a connection that carries only
+    /// Portcullis' own requests (the `delegated` policy's service connection), so the answers are
+    /// read here directly.
     pub async fn reauthenticate_if_due(&mut self) -> Result<bool, UpstreamError> {
         let Some(reauth) = &self.reauth else {
             return Ok(false);
@@ -290,9 +448,9 @@ impl UpstreamConnection {
             return Ok(false);
         }
         let (login, version) = (Arc::clone(&reauth.login), reauth.authenticate_version);
-        self.flush().await?;
-        self.authenticate(&login, version).await?;
-        tracing::debug!(address = %self.address, "upstream session re-authenticated");
+        let address = self.address.clone();
+        self.reauth = authenticate(self, &address, &login, version).await?;
+        tracing::debug!(%address, "upstream session re-authenticated");
         Ok(true)
     }
 
@@ -303,33 +461,7 @@ impl UpstreamConnection {
         version: i16,
         request: &Req,
     ) -> Result<Resp, UpstreamError> {
-        let correlation_id = self.next_internal_id;
-        // Stay inside the reserved range however many requests this connection sends.
-        self.next_internal_id = if correlation_id == i32::MAX {
-            RESERVED_CORRELATION_MIN
-        } else {
-            correlation_id + 1
-        };
-        let frame = encode_request(api, version, correlation_id, request)?;
-        self.send(&frame).await?;
-        self.flush().await?;
-        let response = loop {
-            let response = self.read_frame().await?;
-            let got = response_correlation_id(&response).unwrap_or(-1);
-            if got == correlation_id {
-                break response;
-            }
-            if got >= RESERVED_CORRELATION_MIN {
-                return Err(UpstreamError::OutOfOrder {
-                    expected: correlation_id,
-                    got,
-                });
-            }
-            // A response to an earlier client request: keep it for the client, in order.
-            self.stash.push_back(response);
-        };
-        let (_, body) = decode_response::<Resp>(api, version, response)?;
-        Ok(body)
+        call(self, api, version, request).await
     }
 
     async fn api_versions(
@@ -351,126 +483,113 @@ impl UpstreamConnection {
         }
         Ok(ApiVersionTable::from_response(&response))
     }
+}
 
-    /// SaslHandshake v1, then SaslAuthenticate rounds until the login module's exchange is done.
-    async fn authenticate(
+impl UpstreamSender {
+    /// The address this connection goes to.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Queues a frame (a client's request, unchanged); [`UpstreamSender::flush`] sends it, with
+    /// every other frame queued, in one vectored write.
+    pub fn send(&mut self, frame: Bytes) -> Result<(), UpstreamError> {
+        Ok(self.out.push_frame(frame)?)
+    }
+
+    /// Sends everything queued.
+    pub async fn flush(&mut self) -> Result<(), UpstreamError> {
+        self.out
+            .write_to(&mut self.writer)
+            .await
+            .map_err(FrameError::Io)?;
+        Ok(())
+    }
+
+    /// Re-authenticates if the upstream session is close to its end. Call before queueing a
+    /// client frame: the upstream processes requests in order, so a re-authentication started
+    /// here is never interleaved with a client request. Its requests go through `queue`, whose
+    /// response side hands their answers back.
+    pub async fn reauthenticate_if_due(
         &mut self,
-        login: &Arc<dyn LoginModule>,
-        authenticate_version: i16,
-    ) -> Result<(), UpstreamError> {
-        let handshake = SaslHandshakeRequest::default()
-            .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
-        let response: SaslHandshakeResponse =
-            self.call(ApiKey::SaslHandshake, 1, &handshake).await?;
+        queue: &ResponseQueue,
+    ) -> Result<bool, UpstreamError> {
+        let Some(reauth) = &self.reauth else {
+            return Ok(false);
+        };
+        if Instant::now() < reauth.due {
+            return Ok(false);
+        }
+        let (login, version) = (Arc::clone(&reauth.login), reauth.authenticate_version);
+        self.flush().await?;
+        let address = self.address.clone();
+        let mut transport = ThroughQueue {
+            sender: self,
+            queue,
+        };
+        let reauth = authenticate(&mut transport, &address, &login, version).await?;
+        self.reauth = reauth;
+        tracing::debug!(address = %self.address, "upstream session re-authenticated");
+        Ok(true)
+    }
+}
+
+/// SaslHandshake v1, then SaslAuthenticate rounds until the login module's exchange is done;
+/// returns when to re-authenticate, if the upstream gave the session a lifetime.
+async fn authenticate<T: RoundTrip + Send>(
+    transport: &mut T,
+    address: &str,
+    login: &Arc<dyn LoginModule>,
+    authenticate_version: i16,
+) -> Result<Option<Reauth>, UpstreamError> {
+    let handshake = SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
+    let response: SaslHandshakeResponse =
+        call(transport, ApiKey::SaslHandshake, 1, &handshake).await?;
+    if response.error_code != 0 {
+        let enabled: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+        return Err(UpstreamError::Refused {
+            api: "SaslHandshake",
+            code: response.error_code,
+            message: Some(format!("upstream enables {enabled:?}")),
+        });
+    }
+    let mut exchange = portcullis_plugin_login::start_exchange(login.as_ref())?;
+    let mut token = exchange.initial()?;
+    for _ in 0..MAX_SASL_ROUNDS {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        // The upstream's session starts when it reads the last SaslAuthenticate, later than this.
+        // Counting from here keeps the re-authentication inside the session however long its
+        // answer takes to come back (through the response side, under load).
+        let sent = Instant::now();
+        let response: SaslAuthenticateResponse = call(
+            transport,
+            ApiKey::SaslAuthenticate,
+            authenticate_version,
+            &request,
+        )
+        .await?;
         if response.error_code != 0 {
-            let enabled: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
             return Err(UpstreamError::Refused {
-                api: "SaslHandshake",
+                api: "SaslAuthenticate",
                 code: response.error_code,
-                message: Some(format!("upstream enables {enabled:?}")),
+                message: response.error_message.map(|m| m.to_string()),
             });
         }
-        let mut exchange = portcullis_plugin_login::start_exchange(login.as_ref())?;
-        let mut token = exchange.initial()?;
-        for _ in 0..MAX_SASL_ROUNDS {
-            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-            let response: SaslAuthenticateResponse = self
-                .call(ApiKey::SaslAuthenticate, authenticate_version, &request)
-                .await?;
-            if response.error_code != 0 {
-                return Err(UpstreamError::Refused {
-                    api: "SaslAuthenticate",
-                    code: response.error_code,
-                    message: response.error_message.map(|m| m.to_string()),
-                });
+        match exchange.step(&response.auth_bytes)? {
+            Some(next) => token = next,
+            None if exchange.is_complete() => {
+                tracing::debug!(%address, lifetime_ms = response.session_lifetime_ms, "upstream session authenticated");
+                return Ok((response.session_lifetime_ms > 0).then(|| Reauth {
+                    login: Arc::clone(login),
+                    authenticate_version,
+                    due: sent + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
+                }));
             }
-            match exchange.step(&response.auth_bytes)? {
-                Some(next) => token = next,
-                None if exchange.is_complete() => {
-                    self.reauth = (response.session_lifetime_ms > 0).then(|| Reauth {
-                        login: Arc::clone(login),
-                        authenticate_version,
-                        due: Instant::now()
-                            + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
-                    });
-                    tracing::debug!(address = %self.address, lifetime_ms = response.session_lifetime_ms, "upstream session authenticated");
-                    return Ok(());
-                }
-                None => return Err(UpstreamError::Incomplete),
-            }
-        }
-        Err(UpstreamError::Incomplete)
-    }
-}
-
-/// The read side of an upstream connection: a TCP half, or the read half of a TLS stream.
-enum UpstreamRead {
-    Plain(OwnedReadHalf),
-    Tls(ReadHalf<TlsStream<TcpStream>>),
-}
-
-/// The write side of an upstream connection.
-enum UpstreamWrite {
-    Plain(OwnedWriteHalf),
-    Tls(WriteHalf<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for UpstreamRead {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(read) => Pin::new(read).poll_read(cx, buf),
-            Self::Tls(read) => Pin::new(read).poll_read(cx, buf),
+            None => return Err(UpstreamError::Incomplete),
         }
     }
-}
-
-impl AsyncWrite for UpstreamWrite {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_write(cx, buf),
-            Self::Tls(write) => Pin::new(write).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_flush(cx),
-            Self::Tls(write) => Pin::new(write).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_shutdown(cx),
-            Self::Tls(write) => Pin::new(write).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Self::Plain(write) => Pin::new(write).poll_write_vectored(cx, bufs),
-            Self::Tls(write) => Pin::new(write).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Self::Plain(write) => write.is_write_vectored(),
-            Self::Tls(write) => write.is_write_vectored(),
-        }
-    }
+    Err(UpstreamError::Incomplete)
 }
 
 /// The SaslAuthenticate version to use with an upstream that supports `versions`.
