@@ -16,12 +16,10 @@ pub struct DelegatedConfig(pub DelegatedSettings);
 impl DelegatedConfig {
     /// Checks the values; errors name the full key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.0
-            .validate()
-            .map_err(|(key, message)| ConfigError::Invalid {
-                key: format!("forwarding.delegated.{key}"),
-                message,
-            })
+        self.0.validate().map_err(|invalid| ConfigError::Invalid {
+            key: format!("forwarding.delegated.{}", invalid.key),
+            message: invalid.message,
+        })
     }
 
     /// The settings as the policy's configuration text (TOML), for its factory.

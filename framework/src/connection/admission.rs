@@ -47,12 +47,30 @@ pub(crate) enum Refusal {
     Raw,
 }
 
+/// The host refused a session it was asked to admit. `message` goes to the client as the failed
+/// authentication's error message: it must name what is wrong and carry no secret.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct AdmissionRefused {
+    /// What the client is told.
+    pub message: String,
+}
+
+impl AdmissionRefused {
+    /// A refusal that tells the client `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
 impl Connection {
     /// The host's verdict on the session it was asked to admit ([`Action::Admit`]): `Ok` answers
-    /// the client that it is authenticated; `Err(message)` fails the authentication with
-    /// `SASL_AUTHENTICATION_FAILED` and `message` (shown by the client: it must name what is wrong
-    /// and carry no secret), then closes after Kafka's failure delay.
-    pub fn admitted(&mut self, verdict: Result<(), String>) -> Vec<Action> {
+    /// the client that it is authenticated; a refusal fails the authentication with
+    /// `SASL_AUTHENTICATION_FAILED` and its message, then closes after Kafka's failure delay.
+    pub fn admitted(&mut self, verdict: Result<(), AdmissionRefused>) -> Vec<Action> {
         let state = std::mem::replace(&mut self.state, State::Failed);
         let State::Admitting(admitting) = state else {
             // Not waiting for a verdict: a host defect. Keep the state, do nothing.
@@ -64,7 +82,7 @@ impl Connection {
                 self.state = State::Authenticated(admitting.session);
                 vec![Action::Respond(admitting.success)]
             }
-            Err(message) => self.refuse(admitting, message),
+            Err(refused) => self.refuse(admitting, refused.message),
         }
     }
 

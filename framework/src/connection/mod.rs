@@ -11,6 +11,7 @@
 //! ```
 
 mod admission;
+pub use admission::AdmissionRefused;
 mod authenticated;
 mod close;
 mod pre_auth;

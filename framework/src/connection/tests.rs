@@ -1110,7 +1110,7 @@ fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
     assert_eq!(&auth.auth_bytes[..], b"ok");
     assert_eq!(c.session().unwrap().principal, Principal::user("alice"));
     // A verdict nobody asked for changes nothing.
-    assert!(c.admitted(Err("late".into())).is_empty());
+    assert!(c.admitted(Err(AdmissionRefused::new("late"))).is_empty());
     assert!(c.is_authenticated());
 }
 
@@ -1121,7 +1121,7 @@ fn a_refused_session_fails_the_authentication_with_the_hosts_message() {
     let _ = authenticate(&mut c, 2, b"alice:pw", 1_000);
     while events.try_recv().is_some() {}
     let message = "the upstream refused: needs CreateTokens on User:alice";
-    let actions = c.admitted(Err(message.into()));
+    let actions = c.admitted(Err(AdmissionRefused::new(message)));
     let [Action::Respond(frame), Action::CloseAfter(delay)] = actions.as_slice() else {
         panic!("{actions:?}")
     };
@@ -1161,7 +1161,7 @@ fn admission_covers_raw_tokens_and_never_reauthentication() {
     let _ = handshake(&mut c, 0, "TEST");
     let _ = c.handle_frame(Bytes::from_static(b"alice:pw"), 0);
     assert_eq!(
-        c.admitted(Err("no".into())),
+        c.admitted(Err(AdmissionRefused::new("no"))),
         vec![Action::CloseAfter(DEFAULT_FAILED_AUTH_DELAY)]
     );
 

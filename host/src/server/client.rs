@@ -552,7 +552,10 @@ impl Driver {
     /// `delegated` policy, obtains the principal's upstream token (see
     /// [`super::delegated::DelegatedUpstream::admit`]). `Err` is the message the failed
     /// authentication carries to the client.
-    async fn admit(&mut self, principal: &portcullis::principal::Principal) -> Result<(), String> {
+    async fn admit(
+        &mut self,
+        principal: &portcullis::principal::Principal,
+    ) -> Result<(), portcullis::connection::AdmissionRefused> {
         let Some(delegated) = self.shared.delegated.as_ref() else {
             return Ok(());
         };
@@ -574,7 +577,9 @@ impl Driver {
                         tracing::warn!(peer = %self.peer, principal = %principal, error = %e, "cannot obtain the client's upstream token; its authentication fails");
                     }
                 }
-                Err(e.client_message())
+                Err(portcullis::connection::AdmissionRefused::new(
+                    e.client_message(),
+                ))
             }
         }
     }

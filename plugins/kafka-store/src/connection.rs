@@ -102,19 +102,25 @@ pub struct KafkaConnection {
 /// The SASL mechanisms librdkafka can log in with from a user and password.
 pub const SUPPORTED_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
+/// A SASL mechanism librdkafka cannot log in with from a user and password.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the kafka store logs in to the upstream with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; it cannot with {mechanism}")]
+pub struct UnsupportedMechanism {
+    /// The mechanism configured.
+    pub mechanism: String,
+}
+
 impl KafkaConnection {
     /// Checks what librdkafka cannot do before any client is made.
     ///
     /// # Errors
     /// A SASL mechanism librdkafka cannot log in with from a password.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), UnsupportedMechanism> {
         if let Some(sasl) = &self.sasl {
             if !SUPPORTED_MECHANISMS.contains(&sasl.mechanism.as_str()) {
-                return Err(format!(
-                    "the kafka store logs in to the upstream with {}; it cannot with {}",
-                    SUPPORTED_MECHANISMS.join(", "),
-                    sasl.mechanism
-                ));
+                return Err(UnsupportedMechanism {
+                    mechanism: sasl.mechanism.clone(),
+                });
             }
         }
         Ok(())

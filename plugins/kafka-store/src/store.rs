@@ -287,7 +287,7 @@ impl KafkaMetadataStore {
         settings
             .connection
             .validate()
-            .map_err(StoreError::Unavailable)?;
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let topics = Topics::for_log(&settings.topic);
         topics::ensure(&settings.connection, &topics, settings.operation_timeout)
             .map_err(StoreError::Unavailable)?;

@@ -21,7 +21,7 @@ pub fn write_offline(
     settings
         .connection
         .validate()
-        .map_err(StoreError::Unavailable)?;
+        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let topics = Topics::for_log(&settings.topic);
     topics::ensure(&settings.connection, &topics, settings.operation_timeout)
         .map_err(StoreError::Unavailable)?;

@@ -59,25 +59,43 @@ impl Default for DelegatedSettings {
     }
 }
 
+/// A value of `[forwarding.delegated]` that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct InvalidSetting {
+    /// The key, relative to `[forwarding.delegated]`.
+    pub key: &'static str,
+    /// What is wrong with its value.
+    pub message: String,
+}
+
+impl InvalidSetting {
+    fn new(key: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            key,
+            message: message.into(),
+        }
+    }
+}
+
 impl DelegatedSettings {
     /// Checks the values (the key named in the error is relative to `[forwarding.delegated]`).
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         if self.token_lifetime_ms <= 0 {
-            return Err(("token_lifetime_ms", "must be > 0".into()));
+            return Err(InvalidSetting::new("token_lifetime_ms", "must be > 0"));
         }
         if self.idle_expire_ms < 0 {
-            return Err(("idle_expire_ms", "must be >= 0".into()));
+            return Err(InvalidSetting::new("idle_expire_ms", "must be >= 0"));
         }
         if !["SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&self.token_mechanism.as_str()) {
-            return Err((
+            return Err(InvalidSetting::new(
                 "token_mechanism",
-                "must be SCRAM-SHA-256 or SCRAM-SHA-512 (delegation tokens authenticate with SCRAM)"
-                    .into(),
+                "must be SCRAM-SHA-256 or SCRAM-SHA-512 (delegation tokens authenticate with SCRAM)",
             ));
         }
         for pattern in &self.service_fallback {
             if pattern.is_empty() || (pattern != "*" && !pattern.contains(':')) {
-                return Err((
+                return Err(InvalidSetting::new(
                     "service_fallback",
                     format!("'{pattern}' is not a principal pattern (type:name, a trailing * allowed, or *)"),
                 ));
@@ -265,6 +283,6 @@ mod tests {
             service_fallback: vec!["alice".into()],
             ..DelegatedSettings::default()
         };
-        assert_eq!(bad.validate().unwrap_err().0, "service_fallback");
+        assert_eq!(bad.validate().unwrap_err().key, "service_fallback");
     }
 }
