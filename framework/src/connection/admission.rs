@@ -79,6 +79,7 @@ impl Connection {
         };
         match verdict {
             Ok(()) => {
+                announce(self, &admitting.session);
                 self.state = State::Authenticated(admitting.session);
                 vec![Action::Respond(admitting.success)]
             }
@@ -126,6 +127,21 @@ impl Connection {
     }
 }
 
+/// A first authentication is complete and the session admitted: it counts as a successful
+/// authentication and is published as `SessionAuthenticated`. Done here, once, rather than when
+/// the exchange completes, so a session the host refuses counts only as the failure it is.
+fn announce(conn: &Connection, session: &Session) {
+    let services = &conn.config.services;
+    services
+        .metrics
+        .successful_authentication(session.mechanism.as_str());
+    services.events.publish(Event::SessionAuthenticated {
+        principal: session.principal.clone(),
+        mechanism: session.mechanism.clone(),
+        client_address: conn.client_address,
+    });
+}
+
 /// The state and action after a completed first authentication: straight to `Authenticated`
 /// with the success answer, or (when the host admits sessions) `Admitting` with an
 /// [`Action::Admit`].
@@ -136,6 +152,7 @@ pub(super) fn authenticated(
     refusal: Refusal,
 ) -> (State, Vec<Action>) {
     if !conn.config.admit_sessions {
+        announce(conn, &session);
         return (
             State::Authenticated(session),
             vec![Action::Respond(success)],

@@ -427,16 +427,9 @@ fn complete(
     match previous {
         None => {
             let ticket = config.services.sessions.register(credential, expires_at_ms);
-            config
-                .services
-                .metrics
-                .successful_authentication(&mechanism);
+            // The exchange succeeded; the session is counted and announced when it is admitted
+            // (admission::announce), so a session the host refuses is one failure, not both.
             crate::telemetry::sasl_succeeded(&auth.span, &principal);
-            config.services.events.publish(Event::SessionAuthenticated {
-                principal: principal.clone(),
-                mechanism: mechanism.clone(),
-                client_address: conn.client_address,
-            });
             tracing::debug!(principal = %principal, mechanism = %mechanism, "authenticated");
             Ok(Session {
                 principal,

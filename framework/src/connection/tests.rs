@@ -1096,11 +1096,20 @@ fn admitting_conn() -> (Connection, crate::events::Subscription) {
 
 #[test]
 fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
-    let (mut c, _) = admitting_conn();
+    let (mut c, events) = admitting_conn();
     let _ = handshake(&mut c, 1, "TEST");
     let actions = authenticate(&mut c, 2, b"alice:pw", 1_000);
     assert_eq!(actions, vec![Action::Admit(Principal::user("alice"))]);
     assert!(!c.is_authenticated(), "not in before the verdict");
+    assert_eq!(
+        c.config
+            .services
+            .metrics
+            .snapshot()
+            .successful_authentication,
+        0,
+        "not counted before the verdict"
+    );
     let (_, auth): (_, SaslAuthenticateResponse) = response(
         ApiKey::SaslAuthenticate,
         2,
@@ -1109,6 +1118,18 @@ fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
     assert_eq!(auth.error_code, 0);
     assert_eq!(&auth.auth_bytes[..], b"ok");
     assert_eq!(c.session().unwrap().principal, Principal::user("alice"));
+    assert_eq!(
+        c.config
+            .services
+            .metrics
+            .snapshot()
+            .successful_authentication,
+        1
+    );
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::SessionAuthenticated { .. })
+    ));
     // A verdict nobody asked for changes nothing.
     assert!(c.admitted(Err(AdmissionRefused::new("late"))).is_empty());
     assert!(c.is_authenticated());
@@ -1119,7 +1140,6 @@ fn a_refused_session_fails_the_authentication_with_the_hosts_message() {
     let (mut c, events) = admitting_conn();
     let _ = handshake(&mut c, 1, "TEST");
     let _ = authenticate(&mut c, 2, b"alice:pw", 1_000);
-    while events.try_recv().is_some() {}
     let message = "the upstream refused: needs CreateTokens on User:alice";
     let actions = c.admitted(Err(AdmissionRefused::new(message)));
     let [Action::Respond(frame), Action::CloseAfter(delay)] = actions.as_slice() else {
@@ -1131,10 +1151,20 @@ fn a_refused_session_fails_the_authentication_with_the_hosts_message() {
     assert_eq!(auth.error_code, 58);
     assert_eq!(auth.error_message.as_deref(), Some(message));
     assert!(c.is_failed() && c.session().is_none());
+    // One event and one count, the failure: the exchange's success is never announced.
     assert!(matches!(
         events.try_recv(),
         Some(Event::AuthenticationFailed { reason, .. }) if reason == message
     ));
+    assert!(events.try_recv().is_none());
+    let counted = c.config.services.metrics.snapshot();
+    assert_eq!(
+        (
+            counted.successful_authentication,
+            counted.failed_authentication
+        ),
+        (0, 1)
+    );
     assert_eq!(
         c.config.services.sessions.len(),
         0,
