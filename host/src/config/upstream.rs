@@ -19,7 +19,8 @@ pub struct UpstreamConfig {
     /// `PORTCULLIS_UPSTREAM__PASSWORD` verbatim; never echoed in an error.
     #[serde(default, deserialize_with = "secret_string::deserialize")]
     pub password: Option<Secret>,
-    /// Timeout for connecting and authenticating upstream.
+    /// Timeout for connecting and authenticating upstream, and for each of Portcullis' own
+    /// requests there (re-authentication, delegated token operations).
     #[serde(default = "default_upstream_timeout_ms")]
     pub connect_timeout_ms: u64,
     /// TLS to the brokers, for `SSL` and `SASL_SSL`; absent means the defaults (the system's

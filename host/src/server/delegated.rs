@@ -431,7 +431,9 @@ impl DelegatedUpstream {
     }
 
     /// Sends one token request on the service connection (opened, or reopened once after a
-    /// failure).
+    /// failure). Each attempt is bounded by `connect_timeout_ms`, like every other round trip of
+    /// Portcullis' own: an upstream that stops answering must not hold a login (and every other
+    /// principal's token work, queued behind the service connection) forever.
     async fn call<Req, Resp>(
         &self,
         upstream: &UpstreamSettings,
@@ -453,11 +455,17 @@ impl DelegatedUpstream {
             let Some(connection) = service.as_mut() else {
                 continue;
             };
-            let result: Result<Resp, UpstreamError> = async {
+            let address = connection.address().to_owned();
+            let exchange = async {
                 connection.reauthenticate_if_due().await?;
                 connection.call(api, version, request).await
-            }
-            .await;
+            };
+            // On a timeout the connection is dropped below: a late answer would otherwise be
+            // read as the answer to the next request.
+            let result: Result<Resp, UpstreamError> =
+                tokio::time::timeout(upstream.connect_timeout, exchange)
+                    .await
+                    .unwrap_or_else(|_| Err(UpstreamError::NoAnswer(address)));
             match result {
                 Ok(response) => return Ok(response),
                 Err(e) => {

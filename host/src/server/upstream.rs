@@ -102,6 +102,9 @@ pub enum UpstreamError {
         /// Why (rustls' reason).
         reason: String,
     },
+    /// One of Portcullis' own requests got no answer within `connect_timeout_ms`.
+    #[error("{0} did not answer within the upstream timeout (connect_timeout_ms)")]
+    NoAnswer(String),
     /// Reading or writing failed.
     #[error(transparent)]
     Frame(#[from] FrameError),
@@ -308,7 +311,7 @@ impl RoundTrip for ThroughQueue<'_> {
             Ok(Ok(response)) => Ok(response),
             // The response side ended (the upstream closed or failed).
             Ok(Err(_)) => Err(UpstreamError::Closed),
-            Err(_) => Err(UpstreamError::Timeout(self.sender.address.clone())),
+            Err(_) => Err(UpstreamError::NoAnswer(self.sender.address.clone())),
         }
     }
 }
