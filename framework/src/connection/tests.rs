@@ -1094,6 +1094,14 @@ fn admitting_conn() -> (Connection, crate::events::Subscription) {
     )
 }
 
+fn successful_logins(c: &Connection) -> u64 {
+    c.config
+        .services
+        .metrics
+        .snapshot()
+        .successful_authentication
+}
+
 #[test]
 fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
     let (mut c, events) = admitting_conn();
@@ -1101,15 +1109,7 @@ fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
     let actions = authenticate(&mut c, 2, b"alice:pw", 1_000);
     assert_eq!(actions, vec![Action::Admit(Principal::user("alice"))]);
     assert!(!c.is_authenticated(), "not in before the verdict");
-    assert_eq!(
-        c.config
-            .services
-            .metrics
-            .snapshot()
-            .successful_authentication,
-        0,
-        "not counted before the verdict"
-    );
+    assert_eq!(successful_logins(&c), 0, "not counted before the verdict");
     let (_, auth): (_, SaslAuthenticateResponse) = response(
         ApiKey::SaslAuthenticate,
         2,
@@ -1118,14 +1118,7 @@ fn with_admission_the_success_answer_waits_for_the_hosts_verdict() {
     assert_eq!(auth.error_code, 0);
     assert_eq!(&auth.auth_bytes[..], b"ok");
     assert_eq!(c.session().unwrap().principal, Principal::user("alice"));
-    assert_eq!(
-        c.config
-            .services
-            .metrics
-            .snapshot()
-            .successful_authentication,
-        1
-    );
+    assert_eq!(successful_logins(&c), 1);
     assert!(matches!(
         events.try_recv(),
         Some(Event::SessionAuthenticated { .. })
