@@ -75,7 +75,7 @@ finish() {
   if ((failed)); then
     kafka_dump_log 80
     local f
-    for f in "$RUN_DIR"/interop/portcullis-*/portcullis.log; do
+    for f in "$RUN_DIR"/interop/portcullis-*/portcullis.log "$RUN_DIR"/kafka-store/interop/portcullis-*/portcullis.log; do
       [[ -f $f ]] || continue
       log "---- last 60 lines of $f ----"
       tail -n 60 "$f" >&2 || true
@@ -88,6 +88,12 @@ finish() {
   [[ -f $RUN_DIR/pytest-summary.txt ]] && echo "  interop: $(cat "$RUN_DIR/pytest-summary.txt")"
   [[ -f $RUN_DIR/pytest-kafka-store-summary.txt ]] &&
     echo "  interop (kafka store): $(cat "$RUN_DIR/pytest-kafka-store-summary.txt")"
+  # The failing tests, with pytest's one-line reason, last: a CI log is often read from its end.
+  local out
+  for out in "$RUN_DIR/pytest-output.txt" "$RUN_DIR/pytest-kafka-store-output.txt"; do
+    [[ -f $out ]] || continue
+    grep -E '^(FAILED|ERROR) ' "$out" | cut -c1-400 | sed "s|^|  $(basename "$out" .txt): |" || true
+  done
   if ((failed)) && ! ((keep)) && rmdir "$RUN_DIR" 2>/dev/null; then
     : # nothing in it (the run stopped before writing anything, e.g. at the lint step)
   elif ((failed)) || ((keep)); then

@@ -18,20 +18,11 @@ export REPO_ROOT
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Prints N distinct free loopback TCP ports, one per line. All sockets are held open until every port
-# is chosen, so the ports differ from each other; another process can still take one before we bind
-# it, which is why callers start their servers right after asking.
+# Prints N distinct free loopback TCP ports, one per line, from below the kernel's ephemeral range
+# (scripts/lib/free_ports.py says why). Another process can still bind one before we do, which is
+# why callers start their servers right after asking.
 free_ports() {
-  python3 - "${1:-1}" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-for s in socks:
-    print(s.getsockname()[1])
-PY
+  python3 "$REPO_ROOT/scripts/lib/free_ports.py" "${1:-1}"
 }
 
 # wait_for_port HOST PORT TIMEOUT_SECONDS [PID]: waits until a TCP connect succeeds. Fails early if

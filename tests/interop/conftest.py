@@ -35,6 +35,8 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "scripts" / "lib"))
+import free_ports as _free_ports  # noqa: E402  (the scripts' port picker, shared with the suite)
 
 # Passwords for the users Portcullis knows. They differ from Kafka's own users' passwords on purpose:
 # a client that authenticates through Portcullis proves Portcullis checked the credential itself.
@@ -69,16 +71,8 @@ def target() -> str:
 
 
 def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """`n` distinct free ports, never handed out before in this run (scripts/lib/free_ports.py)."""
+    return _free_ports.free_ports(n)
 
 
 def free_port_pair() -> tuple[int, int]:
