@@ -206,11 +206,15 @@ step "interop tests ($target)" run_pytest || true
 # (`[store] kind = "kafka"`, tests/interop/cluster_support.py): a subset of the suite, chosen for
 # the security APIs and the data path with several client libraries, so that the variant stays
 # within a few minutes (docs/testing.md). Not run with -- PYTEST_ARGS (a by-hand selection).
-KAFKA_STORE_SUBSET="test_acl_tools or test_confluent or test_kafka_python or test_audit_and_credentials"
+KAFKA_STORE_SUBSET=(
+  tests/interop/test_acl_tools.py tests/interop/test_audit_and_credentials.py
+  tests/interop/test_confluent.py tests/interop/test_kafka_python.py tests/interop/test_tls.py
+  tests/interop/test_delegation_tokens.py::test_confluent_and_kcat_log_in_with_a_token_when_the_extension_is_not_needed
+)
 run_pytest_kafka_store() {
   local out=$RUN_DIR/pytest-kafka-store-output.txt rc=0
   INTEROP_STORE=kafka INTEROP_RUN_DIR=$RUN_DIR/kafka-store INTEROP_TARGET=$target \
-    "$PORTCULLIS_VENV/bin/python" -m pytest tests/interop -q -k "$KAFKA_STORE_SUBSET" \
+    "$PORTCULLIS_VENV/bin/python" -m pytest "${KAFKA_STORE_SUBSET[@]}" -q \
     --junitxml="$RUN_DIR/interop-kafka-store-junit.xml" 2>&1 | tee "$out" || rc=$?
   grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$out" | tail -n 1 | tr -d '=' |
     sed 's/^ *//' >"$RUN_DIR/pytest-kafka-store-summary.txt" || true
