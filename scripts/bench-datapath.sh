@@ -11,9 +11,11 @@
 #      through its own CreateAcls (the user is a super user on Kafka, as Portcullis' upstream is);
 #   3. fills one topic for the consume case (straight to Kafka), then for every round, every case
 #      and every target (the target order rotates each round) runs the case and reads the CPU
-#      time of the Kafka JVM and of the Portcullis under test from /proc/PID/stat;
+#      time of the Kafka JVM and of the Portcullis under test from /proc/PID/stat, of the client
+#      tool (this shell's waited-for children), and how busy the whole machine was (/proc/stat);
 #   4. prints per case the ratio Portcullis ÷ Kafka (min / median / max over rounds), the added
-#      latency, and the CPU seconds per GiB moved of each server; exits 1 if any run had an error.
+#      latency, the CPU seconds per GiB moved of each server and of the client, and the share of
+#      the machine's CPU in use; exits 1 if any run had an error.
 #
 # Cases (--cases, comma-separated; default all):
 #   consume   ConsumerPerformance, fresh group, reads --records records (fetch phase: fetch.MB.sec)
@@ -365,15 +367,22 @@ run_case() {
   profile_start "$target" "$name"
   k0=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka is gone"
   [[ -n $pid ]] && { p0=$(cpu_ticks "$pid") || die "Portcullis ($target) is gone"; }
+  local c0 c1 m0 m1
+  read -r -a m0 <<<"$(machine_ticks)"
+  c0=$(children_cpu_ticks)
   local t0=$EPOCHREALTIME
   "$@" >"$RUN_DIR/logs/$name.out" 2>"$RUN_DIR/logs/$name.err" || rc=$?
   local t1=$EPOCHREALTIME
+  c1=$(children_cpu_ticks)
+  read -r -a m1 <<<"$(machine_ticks)"
   k1=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka died during $name"
   [[ -n $pid ]] && { p1=$(cpu_ticks "$pid") || die "Portcullis ($target) died during $name"; }
   profile_stop
   python3 scripts/lib/datapath_report.py parse --case "$case" --target "$target" --round "$round" \
     --rc "$rc" --out "$RUN_DIR/logs/$name.out" --err "$RUN_DIR/logs/$name.err" \
     --kafka-cpu-ticks $((k1 - k0)) --portcullis-cpu-ticks $((p1 - p0)) --hz "$(getconf CLK_TCK)" \
+    --client-cpu-ticks $((c1 - c0)) --machine-busy-ticks $((m1[0] - m0[0])) \
+    --machine-idle-ticks $((m1[1] - m0[1])) --machine-steal-ticks $((m1[2] - m0[2])) \
     --wall "$(python3 -c "print($t1 - $t0)")" --records "$records" --record-size "$record_size" \
     --load-before "$load_before" --load-after "$(loadavg)" >"$RUN_DIR/results/$name.json" ||
     log "warning: $name: could not parse the tool's output (counted as an error)"

@@ -13,6 +13,28 @@ cpu_ticks() {
   echo $((${12} + ${13}))
 }
 
+# children_cpu_ticks: user+system CPU of this shell's children that have exited and been
+# waited for (fields 16 and 17 of /proc/$$/stat): read before and after a command, the difference
+# is what the command (e.g. a client JVM) spent.
+children_cpu_ticks() {
+  local stat
+  stat=$(cat "/proc/$$/stat") || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086 # split the fields on purpose
+  set -- $stat
+  echo $((${14} + ${15}))
+}
+
+# machine_ticks: "BUSY IDLE STEAL" clock ticks of all CPUs together since boot, from the first
+# line of /proc/stat (busy: user, nice, system, irq, softirq; idle: idle, iowait; steal: time the
+# hypervisor gave the virtual CPUs to someone else). Differences over a run tell whether the run
+# had the machine's cores to itself or was short of CPU.
+machine_ticks() {
+  local _cpu user nice system idle iowait irq softirq steal _rest
+  read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
+  echo "$((user + nice + system + irq + softirq)) $((idle + iowait)) $steal"
+}
+
 # kafka_java_pid PID: the JVM behind KAFKA_PID (the pid itself if it is java, else its java
 # child), so CPU is read from the broker and not from a wrapper shell.
 kafka_java_pid() {

@@ -142,6 +142,9 @@ def cmd_parse(a):
         "errors": errors,
         "kafka_cpu_s": a.kafka_cpu_ticks / a.hz,
         "portcullis_cpu_s": a.portcullis_cpu_ticks / a.hz,
+        "client_cpu_s": a.client_cpu_ticks / a.hz,
+        "machine_busy_pct": percent(a.machine_busy_ticks, a),
+        "machine_steal_pct": percent(a.machine_steal_ticks, a),
         "bytes_moved": moved,
         "wall_s": a.wall,
         "load_before": a.load_before,
@@ -149,6 +152,12 @@ def cmd_parse(a):
     }
     json.dump(result, sys.stdout, indent=2)
     print()
+
+
+def percent(ticks, a):
+    """`ticks` as a share of every CPU tick of the machine during the run."""
+    total = a.machine_busy_ticks + a.machine_idle_ticks + a.machine_steal_ticks
+    return 100.0 * ticks / total if total > 0 else 0.0
 
 
 def load(run):
@@ -221,9 +230,11 @@ def cmd_report(a):
         print("## Throughput: Portcullis ÷ Kafka, same run\n")
         print("Ratios are per round (the target's MB/s over Kafka's in the same round), shown as "
               "min / median / max. CPU is seconds per GiB of record payload moved, median over rounds; "
-              "\"Kafka CPU\" is the broker JVM during that target's run.\n")
-        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | load (1 min) |")
-        print("|---|---|---:|---|---:|---:|---|")
+              "\"Kafka CPU\" is the broker JVM during that target's run, \"client CPU\" the tool's JVM; "
+              "\"machine busy\" is the share of all the machine's CPU time in use during the run "
+              "(100 % = every core busy), median over rounds.\n")
+        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | client CPU s/GiB | machine busy | load (1 min) |")
+        print("|---|---|---:|---|---:|---:|---:|---:|---|")
         for case in throughput:
             ref = by[case].get(REFERENCE, {})
             for target in targets:
@@ -237,9 +248,12 @@ def cmd_report(a):
                 ]
                 kcpu = [r["kafka_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pcpu = [r["portcullis_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                ccpu = [r.get("client_cpu_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                busy = [r.get("machine_busy_pct", 0) for r in good]
                 print(f"| {case} | {target} | {med(mbps, '{:.1f}')} | "
                       f"{'—' if target == REFERENCE else spread(ratios)} | {med(kcpu)} | "
-                      f"{'—' if target == REFERENCE else med(pcpu)} | {load_range(list(runs.values()))} |")
+                      f"{'—' if target == REFERENCE else med(pcpu)} | {med(ccpu)} | "
+                      f"{med(busy, '{:.0f} %')} | {load_range(list(runs.values()))} |")
         print()
         telemetry_ab(by, throughput, targets, ok)
 
@@ -282,8 +296,8 @@ def cmd_report(a):
         print()
 
     print("## Every run\n")
-    print("| case | round | target | result | Kafka CPU s | Portcullis CPU s | wall s | load before |")
-    print("|---|---:|---|---|---:|---:|---:|---|")
+    print("| case | round | target | result | Kafka CPU s | Portcullis CPU s | client CPU s | machine busy / steal | wall s | load before |")
+    print("|---|---:|---|---|---:|---:|---:|---|---:|---|")
     for r in sorted(rows, key=lambda r: (r["case"], r["round"], r["target"])):
         m = r["metrics"]
         if r["case"] == "latency" and m:
@@ -297,7 +311,9 @@ def cmd_report(a):
         if r["errors"]:
             res += " **ERROR**"
         print(f"| {r['case']} | {r['round']} | {r['target']} | {res} | {r['kafka_cpu_s']:.2f} | "
-              f"{r['portcullis_cpu_s']:.2f} | {r['wall_s']:.1f} | {r['load_before']} |")
+              f"{r['portcullis_cpu_s']:.2f} | {r.get('client_cpu_s', 0):.2f} | "
+              f"{r.get('machine_busy_pct', 0):.0f} % / {r.get('machine_steal_pct', 0):.0f} % | "
+              f"{r['wall_s']:.1f} | {r['load_before']} |")
     print()
     bad = [r for r in rows if r["errors"]]
     if bad:
@@ -330,6 +346,10 @@ def main():
     s.add_argument("--kafka-cpu-ticks", type=int, required=True)
     s.add_argument("--portcullis-cpu-ticks", type=int, required=True)
     s.add_argument("--hz", type=int, required=True)
+    s.add_argument("--client-cpu-ticks", type=int, default=0)
+    s.add_argument("--machine-busy-ticks", type=int, default=0)
+    s.add_argument("--machine-idle-ticks", type=int, default=0)
+    s.add_argument("--machine-steal-ticks", type=int, default=0)
     s.add_argument("--wall", type=float, required=True)
     s.add_argument("--records", type=int, required=True)
     s.add_argument("--record-size", type=int, required=True)
