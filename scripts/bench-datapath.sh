@@ -199,6 +199,9 @@ appender.err.layout.type = PatternLayout
 appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = STDERR
+# INFO of the network client names a request that timed out (a stalled response), counted as an error.
+logger.nc.name = org.apache.kafka.clients.NetworkClient
+logger.nc.level = INFO
 PROPS
 sasl_config() { # FILE USER PASSWORD
   cat >"$1" <<PROPS

@@ -6,7 +6,8 @@
   datapath_report.py check RUN_DIR       # exit 1 if any run had an error
 
 A run has an error when the tool exited non-zero, printed an ERROR log line or an exception,
-moved fewer records than asked, or (latency probe) lost or failed a record.
+had a request time out (the network client's INFO line), moved fewer records than asked, or
+(latency probe) lost or failed a record.
 """
 
 import argparse
@@ -25,7 +26,8 @@ REFERENCE = "kafka"
 def error_lines(text):
     out = []
     for line in text.splitlines():
-        if re.search(r"\bERROR\b", line) or re.search(r"[A-Za-z]+Exception\b", line):
+        if (re.search(r"\bERROR\b", line) or re.search(r"[A-Za-z]+Exception\b", line)
+                or "due to request timeout" in line):
             out.append(line.strip()[:300])
     return out
 
