@@ -270,36 +270,33 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
         Some(endpoint) => Some(tracer_provider(config, endpoint, export_runtime.as_ref())?),
         None => None,
     };
-    let otel_layer = tracer_provider
-        .as_ref()
-        .map(|provider| span_layer(provider.tracer(SCOPE)).with_filter(span_filter()));
+    // The layers that are configured, and no others. An absent layer must not be an `Option`
+    // layer: `None` tells the registry it wants every span, and the per-request spans would then
+    // be created (and closed) with no layer to record them (`tests/telemetry_disabled.rs`).
+    type Boxed = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+    let mut layers: Vec<Boxed> = Vec::with_capacity(2);
     let ansi = io::IsTerminal::is_terminal(&io::stderr());
-    let (text, json) = match config.log_format {
-        LogFormat::Text => (
-            Some(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(io::stderr)
-                    .with_ansi(ansi)
-                    .with_filter(log_filter()),
-            ),
-            None,
-        ),
-        LogFormat::Json => (
-            None,
-            Some(
-                tracing_subscriber::fmt::layer()
-                    .json()
-                    .with_writer(io::stderr)
-                    .with_filter(log_filter()),
-            ),
-        ),
-    };
+    layers.push(match config.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(io::stderr)
+            .with_ansi(ansi)
+            .with_filter(log_filter())
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(io::stderr)
+            .with_filter(log_filter())
+            .boxed(),
+    });
+    if let Some(provider) = &tracer_provider {
+        layers.push(
+            span_layer(provider.tracer(SCOPE))
+                .with_filter(span_filter())
+                .boxed(),
+        );
+    }
     // Fails only if a subscriber is already installed, which then keeps logging.
-    let _ = tracing_subscriber::registry()
-        .with(text)
-        .with(json)
-        .with(otel_layer)
-        .try_init();
+    let _ = tracing_subscriber::registry().with(layers).try_init();
     if let Some(provider) = &tracer_provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
