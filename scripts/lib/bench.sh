@@ -2,28 +2,25 @@
 # Helpers shared by the benchmark scripts (bench.sh, bench-datapath.sh). Source it after
 # common.sh and kafka.sh; do not run it.
 
-# cpu_ticks PID: user+system CPU of a process (all its threads) in clock ticks: fields 14 and 15
-# of /proc/PID/stat. The command name in field 2 may hold spaces, so count from the last ')'.
-cpu_ticks() {
-  local stat
+# stat_ticks PID FIELD: the sum of a pair of clock-tick fields of /proc/PID/stat, FIELD being the
+# first's number (14: utime + stime, the process with all its threads; 16: cutime + cstime, its
+# children that have exited and been waited for). The command name in field 2 may hold spaces,
+# so the fields are counted from the last ')' (field 3 is then the first).
+stat_ticks() {
+  local stat first=$(($2 - 2)) second=$(($2 - 1))
   stat=$(cat "/proc/$1/stat") || return 1
   stat=${stat##*) }
   # shellcheck disable=SC2086 # split the fields on purpose
   set -- $stat
-  echo $((${12} + ${13}))
+  echo $((${!first} + ${!second}))
 }
 
-# children_cpu_ticks: user+system CPU of this shell's children that have exited and been
-# waited for (fields 16 and 17 of /proc/$$/stat): read before and after a command, the difference
-# is what the command (e.g. a client JVM) spent.
-children_cpu_ticks() {
-  local stat
-  stat=$(cat "/proc/$$/stat") || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split the fields on purpose
-  set -- $stat
-  echo $((${14} + ${15}))
-}
+# cpu_ticks PID: user+system CPU of a process (all its threads) in clock ticks.
+cpu_ticks() { stat_ticks "$1" 14; }
+
+# children_cpu_ticks: user+system CPU of this shell's waited-for children: read before and after
+# a command, the difference is what the command (e.g. a client JVM) spent.
+children_cpu_ticks() { stat_ticks "$$" 16; }
 
 # machine_ticks: "BUSY IDLE STEAL" clock ticks of all CPUs together since boot, from the first
 # line of /proc/stat (busy: user, nice, system, irq, softirq; idle: idle, iowait; steal: time the
