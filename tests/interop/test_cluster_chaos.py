@@ -268,13 +268,20 @@ def test_a_paused_writer_is_fenced_and_its_late_writes_never_land(launcher, uniq
     print(f"the paused writer (node {writer + 1}) was {'fenced on a write' if fenced else 'told by the group'}")
 
     # Nothing the paused writer sent after its successor's announcement is in the topic, not even
-    # aborted: every message after it carries the successor's node id (or is a later writer's).
+    # aborted: every message after it carries the successor's node id, or is a later writer's. The
+    # deposed node may itself be elected again once it is back (a new announcement, a new term):
+    # an announcement's term is its own offset, a record's is its `portcullis.term` header.
     records = topic_records(cluster, isolation="read_uncommitted")
     announcements = [(o, json.loads(v)) for o, k, v, _ in records if k == b"!leader"]
     successor_at = next(o for o, a in announcements if a["node_id"] == successor + 1)
+
+    def term(offset, key, headers):
+        return offset if key == b"!leader" else int(headers.get("portcullis.term", b"-1"))
+
     late = [(o, h) for o, k, v, h in records
             if o > successor_at and h.get("portcullis.node") == str(writer + 1).encode()
-            and int(h.get("portcullis.term", b"-1")) < successor_at]
+            and term(o, k, h) < successor_at]
+    print(f"announcements (offset, node): {[(o, a['node_id']) for o, a in announcements]}")
     assert not late, f"the deposed writer's messages after its successor's announcement: {late[:5]}"
     # Every acknowledged creation is on every node.
     everything = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, "User:fence", None,
