@@ -77,11 +77,14 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     {
                         continue;
                     }
-                    if let Err(e) = shared.activate() {
-                        tracing::warn!(error = %e, "elected, but cannot take over as the metadata writer; retrying");
-                        backoff_until = Some(Instant::now() + Duration::from_secs(1));
-                    } else {
-                        backoff_until = None;
+                    match shared.activate() {
+                        // Fenced meanwhile: the next turn leaves the group (`rejoin`).
+                        Ok(false) => {}
+                        Ok(true) => backoff_until = None,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "elected, but cannot take over as the metadata writer; retrying");
+                            backoff_until = Some(Instant::now() + Duration::from_secs(1));
+                        }
                     }
                 }
                 (false, crate::store::Role::Writer { .. }) => {

@@ -203,9 +203,19 @@ impl Shared {
     }
 
     /// Becomes the writer: fences the previous one, announces itself, and waits until its view
-    /// has applied everything up to the announcement.
-    pub(crate) fn activate(&self) -> Result<(), String> {
-        *self.role() = RoleState::Activating;
+    /// has applied everything up to the announcement. `Ok(false)`: not now, because this node was
+    /// fenced and must rejoin the election group first ([`Shared::fenced`]).
+    pub(crate) fn activate(&self) -> Result<bool, String> {
+        {
+            let mut role = self.role();
+            // Checked under the role lock that `fenced` holds while it sets the flag: the
+            // assignment the election thread saw may be the one from before this node was paused,
+            // and activating on it would fence the node the group elected meanwhile.
+            if self.rejoin.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+            *role = RoleState::Activating;
+        }
         let settings = &self.settings;
         let started = Instant::now();
         let result = TxnWriter::start(
@@ -238,7 +248,7 @@ impl Shared {
                     took_ms = started.elapsed().as_millis() as u64,
                     "this node is the cluster's metadata writer"
                 );
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 *self.role() = RoleState::Follower;
@@ -247,9 +257,23 @@ impl Shared {
         }
     }
 
-    /// Stops writing (the group took the partition away, or the writer was fenced).
+    /// Stops writing (the group took the partition away, or the node is stopping).
     pub(crate) fn step_down(&self, reason: &str) {
         let mut role = self.role();
+        Self::leave_role(&mut role, reason);
+    }
+
+    /// Stops writing because a newer writer fenced this one, and has the election thread leave
+    /// the group before it may activate again: the group assignment it holds may be stale (a
+    /// paused node learns that it lost the partition only after it resumes). The flag is set
+    /// under the role lock, before the role changes, so `activate` cannot see the role without it.
+    pub(crate) fn fenced(&self, reason: &str) {
+        let mut role = self.role();
+        self.rejoin.store(true, Ordering::Release);
+        Self::leave_role(&mut role, reason);
+    }
+
+    fn leave_role(role: &mut RoleState, reason: &str) {
         if !matches!(*role, RoleState::Follower) {
             tracing::warn!(
                 reason,
@@ -522,8 +546,7 @@ impl MetadataStore for KafkaMetadataStore {
                     }
                 }
                 Err(WriteError::Fenced(reason)) => {
-                    shared.step_down(&format!("fenced: {reason}"));
-                    shared.rejoin.store(true, Ordering::Release);
+                    shared.fenced(&format!("fenced: {reason}"));
                     for (batch, _) in firsts {
                         if let Some(slot) = results.get_mut(batch) {
                             *slot = Some(Err(not_writer(shared)));
