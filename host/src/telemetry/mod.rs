@@ -258,6 +258,96 @@ where
 /// The target of plugin log lines (`HostServices::log`).
 pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 
+/// The process's subscriber: the log layer writing to `writer` and, with a `tracer`, the layer
+/// that exports the [`SPAN_TARGET`] spans.
+///
+/// Without a tracer there is one global filter and no per-layer filter. `tracing-subscriber`'s
+/// per-layer filters pass each decision from `enabled` to the following `on_event` in a
+/// thread-local, and a decision no event consumes stays behind: an `enabled` call that ends in
+/// "nobody wants this" (a `tracing::enabled!` check, a `log` record, or a callsite another thread
+/// is registering at that moment, which is then `Interest::sometimes`) makes the next event on
+/// that thread whose callsite skips `enabled` (cached `Interest::always`) vanish
+/// (tokio-rs/tracing#2519). Log lines went missing that way (`tests/telemetry_filtering.rs`).
+///
+/// With a tracer the two layers want different things, so each keeps its own filter; in front
+/// of them [`RecheckEveryCallsite`] makes every callsite `Interest::sometimes`, so `enabled`
+/// runs (and overwrites each filter's decision) before every span and event.
+pub fn subscriber<W>(
+    log_format: LogFormat,
+    ansi: bool,
+    writer: W,
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+) -> tracing::Dispatch
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    use tracing_subscriber::layer::Layered;
+    use tracing_subscriber::Registry;
+    match tracer {
+        None => tracing_subscriber::registry()
+            .with(log_filter())
+            .with(log_layer::<Layered<EnvFilter, Registry>, W>(
+                log_format, ansi, writer,
+            ))
+            .into(),
+        Some(tracer) => {
+            let filter = log_filter();
+            let hint = tracing_subscriber::Layer::<Registry>::max_level_hint(&filter)
+                .map(|level| level.max(LevelFilter::INFO));
+            let layers: Vec<BoxedLayer<Registry>> = vec![
+                log_layer(log_format, ansi, writer)
+                    .with_filter(filter)
+                    .boxed(),
+                span_layer(tracer).with_filter(span_filter()).boxed(),
+            ];
+            tracing_subscriber::registry()
+                .with(layers)
+                .with(RecheckEveryCallsite { hint })
+                .into()
+        }
+    }
+}
+
+type BoxedLayer<S> = Box<dyn tracing_subscriber::Layer<S> + Send + Sync>;
+
+/// The log layer in the configured format.
+fn log_layer<S, W>(log_format: LogFormat, ansi: bool, writer: W) -> BoxedLayer<S>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    match log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(ansi)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(writer)
+            .boxed(),
+    }
+}
+
+/// A layer that filters nothing and caches nothing: every callsite is `Interest::sometimes`, so
+/// the per-layer filters behind it are asked before each span and event (see [`subscriber`]).
+/// `hint` keeps the level check of the macros (below it nothing reaches `enabled`).
+struct RecheckEveryCallsite {
+    hint: Option<LevelFilter>,
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecheckEveryCallsite {
+    fn register_callsite(
+        &self,
+        _metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.hint
+    }
+}
+
 /// Sets up logs, traces and metrics for `serve`, before the async runtime starts (the blocking
 /// OTLP/HTTP client must not be created on a runtime thread; OTLP/gRPC gets a runtime of its
 /// own). Must be called once per process.
@@ -270,33 +360,12 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
         Some(endpoint) => Some(tracer_provider(config, endpoint, export_runtime.as_ref())?),
         None => None,
     };
-    // The layers that are configured, and no others. An absent layer must not be an `Option`
-    // layer: `None` tells the registry it wants every span, and the per-request spans would then
-    // be created (and closed) with no layer to record them (`tests/telemetry_disabled.rs`).
-    type Boxed = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
-    let mut layers: Vec<Boxed> = Vec::with_capacity(2);
     let ansi = io::IsTerminal::is_terminal(&io::stderr());
-    layers.push(match config.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(io::stderr)
-            .with_ansi(ansi)
-            .with_filter(log_filter())
-            .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .with_writer(io::stderr)
-            .with_filter(log_filter())
-            .boxed(),
-    });
-    if let Some(provider) = &tracer_provider {
-        layers.push(
-            span_layer(provider.tracer(SCOPE))
-                .with_filter(span_filter())
-                .boxed(),
-        );
-    }
+    let tracer = tracer_provider
+        .as_ref()
+        .map(|provider| provider.tracer(SCOPE));
     // Fails only if a subscriber is already installed, which then keeps logging.
-    let _ = tracing_subscriber::registry().with(layers).try_init();
+    let _ = subscriber(config.log_format, ansi, io::stderr, tracer).try_init();
     if let Some(provider) = &tracer_provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
