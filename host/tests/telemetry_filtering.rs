@@ -15,8 +15,10 @@
     reason = "an integration test reports a failure by panicking"
 )]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod capture_common;
+use capture_common::Captured;
+
+use std::sync::Mutex;
 
 use opentelemetry::trace::TracerProvider as _;
 use portcullis_host::telemetry::{self, LogFormat, PLUGIN_LOG_TARGET, SPAN_TARGET};
@@ -28,28 +30,6 @@ use tracing::{Level, Metadata};
 
 /// One test at a time: the callsites below are shared by the modes.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A log writer the test can read back.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn count(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .matches(needle)
-            .count()
-    }
-}
 
 /// The metadata of an event of the exported-span target, which the log layer switches off (and
 /// only the span exporter wants): what a thread asks the subscriber when it finds the callsite

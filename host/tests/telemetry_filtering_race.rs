@@ -11,25 +11,13 @@
     reason = "an integration test reports a failure by panicking"
 )]
 
-use std::io::Write;
-use std::sync::{Arc, Barrier, Mutex};
+mod capture_common;
+use capture_common::Captured;
+
+use std::sync::{Arc, Barrier};
 
 use portcullis_host::telemetry::{self, LogFormat, SPAN_TARGET};
 use tracing::Level;
-
-/// A log writer the test can read back.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// 256 fresh callsites of the switched-off span target, each first used by two threads at
 /// once, each followed by a line: every line is written.
@@ -62,6 +50,5 @@ fn racing_first_uses_of_a_switched_off_callsite_lose_no_line() {
         .collect();
     let sent: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(sent, 512);
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert_eq!(text.matches("line after a racing check").count(), sent);
+    assert_eq!(captured.count("line after a racing check"), sent);
 }
