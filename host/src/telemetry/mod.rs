@@ -270,7 +270,7 @@ pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 /// (tokio-rs/tracing#2519). Log lines went missing that way (`tests/telemetry_filtering.rs`).
 ///
 /// With a tracer the two layers want different things, so each keeps its own filter; in front
-/// of them [`RecheckEveryCallsite`] makes every callsite `Interest::sometimes`, so `enabled`
+/// of them `RecheckEveryCallsite` makes every callsite `Interest::sometimes`, so `enabled`
 /// runs (and overwrites each filter's decision) before every span and event.
 pub fn subscriber<W>(
     log_format: LogFormat,
