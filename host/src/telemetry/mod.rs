@@ -272,6 +272,10 @@ pub const PLUGIN_LOG_TARGET: &str = "portcullis::plugin";
 /// With a tracer the two layers want different things, so each keeps its own filter; in front
 /// of them `RecheckEveryCallsite` makes every callsite `Interest::sometimes`, so `enabled`
 /// runs (and overwrites each filter's decision) before every span and event.
+///
+/// Only configured layers are stacked, never an `Option` layer: a `None` layer tells the registry
+/// it wants every callsite, and each request would then make spans nobody records
+/// (`tests/telemetry_disabled.rs`).
 pub fn subscriber<W>(
     log_format: LogFormat,
     ansi: bool,
