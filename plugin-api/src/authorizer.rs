@@ -16,6 +16,10 @@ use crate::principal::Principal;
 /// Borrowed from the session and the request header on the request path (building one allocates
 /// nothing); [`RequestContext::into_owned`] makes a `'static` copy for what outlives the request
 /// (a response plan that asks the authorizer again when the upstream answers).
+///
+/// A session authenticated with a bearer token (OAUTHBEARER) also carries what the token said:
+/// its groups as [`GROUP_TYPE`](crate::principal::GROUP_TYPE) principals, its scopes and its id.
+/// Every other session has none of them (empty, `None`).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RequestContext<'a> {
@@ -33,10 +37,21 @@ pub struct RequestContext<'a> {
     pub correlation_id: i32,
     /// The client id.
     pub client_id: Option<Cow<'a, str>>,
+    /// The session's group principals (`Group:<name>`, one per group of the client's bearer
+    /// token, without duplicates), empty for a session without groups. The built-in `acl`
+    /// authorizer checks the ACLs of [`principal`](Self::principal) and of every group: a DENY
+    /// matching any of them denies, otherwise an ALLOW matching any of them allows; super users
+    /// are matched on `principal` only.
+    pub groups: Cow<'a, [Principal]>,
+    /// The scopes of the client's bearer token, in the token's order; empty without a token.
+    pub scopes: Cow<'a, [String]>,
+    /// The id (`jti` claim) of the client's bearer token, when it has one. Never the token.
+    pub jti: Option<Cow<'a, str>>,
 }
 
 impl<'a> RequestContext<'a> {
-    /// Creates a context (`principal` and `listener` by reference or by value).
+    /// Creates a context (`principal` and `listener` by reference or by value), without groups,
+    /// scopes or token id.
     pub fn new(
         principal: impl Into<Cow<'a, Principal>>,
         client_address: IpAddr,
@@ -53,12 +68,34 @@ impl<'a> RequestContext<'a> {
             api_version,
             correlation_id,
             client_id: None,
+            groups: Cow::Borrowed(&[]),
+            scopes: Cow::Borrowed(&[]),
+            jti: None,
         }
     }
     /// Sets the client id.
     pub fn with_client_id<C: Into<Cow<'a, str>>>(mut self, client_id: Option<C>) -> Self {
         self.client_id = client_id.map(Into::into);
         self
+    }
+    /// Sets the session's group principals (a slice borrowed from the session, or owned).
+    pub fn with_groups(mut self, groups: impl Into<Cow<'a, [Principal]>>) -> Self {
+        self.groups = groups.into();
+        self
+    }
+    /// Sets the bearer token's scopes (a slice borrowed from the session, or owned).
+    pub fn with_scopes(mut self, scopes: impl Into<Cow<'a, [String]>>) -> Self {
+        self.scopes = scopes.into();
+        self
+    }
+    /// Sets the bearer token's id (`jti`).
+    pub fn with_jti<J: Into<Cow<'a, str>>>(mut self, jti: Option<J>) -> Self {
+        self.jti = jti.map(Into::into);
+        self
+    }
+    /// The principal, then each group principal: every principal whose ACLs apply.
+    pub fn principals(&self) -> impl Iterator<Item = &Principal> + '_ {
+        std::iter::once(self.principal.as_ref()).chain(self.groups.iter())
     }
     /// The same context owning everything it holds.
     pub fn into_owned(self) -> RequestContext<'static> {
@@ -70,6 +107,9 @@ impl<'a> RequestContext<'a> {
             api_version: self.api_version,
             correlation_id: self.correlation_id,
             client_id: self.client_id.map(|c| Cow::Owned(c.into_owned())),
+            groups: Cow::Owned(self.groups.into_owned()),
+            scopes: Cow::Owned(self.scopes.into_owned()),
+            jti: self.jti.map(|j| Cow::Owned(j.into_owned())),
         }
     }
 }

@@ -9,6 +9,7 @@ use std::net::IpAddr;
 
 use crate::credentials::CredentialId;
 use crate::principal::Principal;
+use crate::sasl::TokenClaims;
 
 /// A security event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +23,9 @@ pub enum Event {
         mechanism: String,
         /// The client's address.
         client_address: IpAddr,
+        /// What the client's bearer token said (scopes, groups, `jti`; OAUTHBEARER), `None`
+        /// for a mechanism without tokens. Never the token itself.
+        token_claims: Option<TokenClaims>,
     },
     /// A client failed to authenticate. Never carries the secret or the reason's details.
     AuthenticationFailed {
@@ -40,6 +44,9 @@ pub enum Event {
         mechanism: String,
         /// The client's address.
         client_address: IpAddr,
+        /// What the new bearer token said (its groups apply to the session from now on), `None`
+        /// for a mechanism without tokens.
+        token_claims: Option<TokenClaims>,
     },
     /// A session sent a request after its lifetime ended and was closed (KIP-368).
     SessionExpired {

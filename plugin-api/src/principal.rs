@@ -20,11 +20,25 @@ pub struct Principal {
 /// The principal type every built-in mechanism produces.
 pub const USER_TYPE: &str = "User";
 
+/// The principal type of a session's groups (`Group:<name>`, one per group of a bearer token's
+/// groups claim): ACLs may name them like any principal, and a session is authorized as its
+/// user principal and each of its group principals (see
+/// [`RequestContext::groups`](crate::authorizer::RequestContext::groups)).
+pub const GROUP_TYPE: &str = "Group";
+
 impl Principal {
     /// A `User:<name>` principal.
     pub fn user(name: impl Into<String>) -> Self {
         Self {
             kind: USER_TYPE.to_owned(),
+            name: name.into(),
+        }
+    }
+
+    /// A `Group:<name>` principal.
+    pub fn group(name: impl Into<String>) -> Self {
+        Self {
+            kind: GROUP_TYPE.to_owned(),
             name: name.into(),
         }
     }

@@ -93,6 +93,36 @@ pub struct Authenticated {
     /// A mechanism that reports nothing gets [`CredentialId::Plugin`](crate::credentials::CredentialId::Plugin) with its name and the
     /// authorization id (or [`CredentialId::Token`](crate::credentials::CredentialId::Token) when it reports a token id).
     pub credential: Option<crate::credentials::CredentialId>,
+    /// What a bearer token said about the client (OAUTHBEARER): its scopes, its groups and its
+    /// id. `None` for a mechanism without tokens. Never holds the token itself.
+    pub token_claims: Option<TokenClaims>,
+}
+
+/// The facts a validated bearer token carries besides the principal name (OAUTHBEARER).
+///
+/// Groups become `Group:<name>` principals that ACLs may name; scopes and groups reach
+/// authorizer plugins and event subscribers; the `jti` goes to the audit log (the token never
+/// does).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokenClaims {
+    /// The token's scopes (`scope_claim_name`), in the token's order, without duplicates.
+    pub scopes: Vec<String>,
+    /// The token's groups (`groups_claim_name`), in the token's order, without duplicates.
+    pub groups: Vec<String>,
+    /// The token's `jti` claim, when it has one.
+    pub jti: Option<String>,
+}
+
+impl TokenClaims {
+    /// Claims with these scopes, groups and token id.
+    pub fn new(scopes: Vec<String>, groups: Vec<String>, jti: Option<String>) -> Self {
+        Self {
+            scopes,
+            groups,
+            jti,
+        }
+    }
 }
 
 impl Authenticated {
@@ -121,6 +151,11 @@ impl Authenticated {
     /// Says what verified the client (see [`Authenticated::credential`]).
     pub fn with_credential(mut self, credential: crate::credentials::CredentialId) -> Self {
         self.credential = Some(credential);
+        self
+    }
+    /// Sets what a bearer token said about the client.
+    pub fn with_token_claims(mut self, claims: TokenClaims) -> Self {
+        self.token_claims = Some(claims);
         self
     }
     /// Sets the negotiated extensions.

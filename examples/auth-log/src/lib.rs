@@ -44,26 +44,33 @@ impl Plugin for AuthLog {
 
 impl EventSubscriber for AuthLog {
     fn on_event(&self, event: &Event) {
-        let (principal, mechanism, client) = match event {
+        let (principal, mechanism, client, claims) = match event {
             Event::SessionAuthenticated {
                 principal: p,
                 mechanism: m,
                 client_address: c,
+                token_claims: t,
             }
             | Event::SessionReauthenticated {
                 principal: p,
                 mechanism: m,
                 client_address: c,
-            } => (Some(p.to_string()), Some(m), c),
+                token_claims: t,
+            } => (Some(p.to_string()), Some(m), c, t.as_ref()),
             Event::AuthenticationFailed {
                 mechanism: m,
                 client_address: c,
                 ..
-            } => (None, m.as_ref(), c),
+            } => (None, m.as_ref(), c, None),
             _ => return,
         };
+        // A bearer token's groups and id (OAUTHBEARER), never the token.
+        let (groups, jti) = (
+            claims.map(|t| &t.groups),
+            claims.and_then(|t| t.jti.as_ref()),
+        );
         let line = json!({"event": event.kind(), "principal": principal, "mechanism": mechanism,
-            "client": client.to_string()});
+            "client": client.to_string(), "groups": groups, "jti": jti});
         let written = self.file.lock().map(|mut file| writeln!(file, "{line}"));
         if !matches!(written, Ok(Ok(()))) {
             self.host.warn("cannot append to the authentication log");

@@ -179,7 +179,23 @@ struct PrefixConfig {
     acl_admin: bool,
 }
 
-/// Allows topics prefixed with the principal's name and a dot; panics on a topic named `panic`.
+/// What [`Prefix`] was asked with, by correlation id: the groups, scopes and token id.
+type SeenContext = (i32, Vec<Principal>, Vec<String>, Option<String>);
+static CONTEXTS: Mutex<Vec<SeenContext>> = Mutex::new(Vec::new());
+
+/// The context [`Prefix`] saw last for `correlation_id`.
+fn seen_context(correlation_id: i32) -> Option<(Vec<Principal>, Vec<String>, Option<String>)> {
+    CONTEXTS
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|seen| seen.0 == correlation_id)
+        .map(|(_, groups, scopes, jti)| (groups.clone(), scopes.clone(), jti.clone()))
+}
+
+/// Allows topics prefixed with the principal's name (or one of its groups' names) and a dot;
+/// panics on a topic named `panic`; records every context it is asked with.
 struct Prefix {
     acls: Option<Mutex<Vec<AclBinding>>>,
 }
@@ -200,14 +216,26 @@ impl Authorizer for Prefix {
         context: &RequestContext<'_>,
         actions: &[Action<'_>],
     ) -> Vec<Authorization> {
+        CONTEXTS.lock().unwrap().push((
+            context.correlation_id,
+            context.groups.to_vec(),
+            context.scopes.to_vec(),
+            context.jti.as_deref().map(str::to_owned),
+        ));
         actions
             .iter()
             .map(|action| {
                 assert_ne!(action.resource.name, "panic", "asked to panic in authorize");
-                let prefix = format!("{}.", context.principal.name);
+                let owned_by = |p: &Principal| {
+                    action
+                        .resource
+                        .name
+                        .strip_prefix(p.name.as_str())
+                        .is_some_and(|rest| rest.starts_with('.'))
+                };
                 if action.resource.resource_type != ResourceType::Topic {
                     Authorization::allowed(DecidingRule::SuperUser)
-                } else if action.resource.name.starts_with(&prefix) {
+                } else if context.principals().any(owned_by) {
                     Authorization::allowed(DecidingRule::MatchingAcl(Arc::new(binding("x"))))
                 } else {
                     Authorization::denied(DecidingRule::DefaultDeny)
@@ -426,9 +454,10 @@ impl ForwardingPolicy for TestPolicy {
     fn screens_actions(&self) -> bool {
         true
     }
-    fn admits(&self, _: &RequestContext<'_>, action: &Action<'_>) -> bool {
+    fn admits(&self, context: &RequestContext<'_>, action: &Action<'_>) -> bool {
         assert_ne!(action.resource.name, "panic", "asked to panic in admits");
         action.resource.name != "forbidden"
+            && !context.groups.contains(&Principal::group("blocked"))
     }
 }
 
@@ -994,6 +1023,294 @@ fn a_panicking_authorizer_denies_that_request_and_serves_the_next() {
     );
 }
 
+/// A context with a bearer token's groups (more than cross on the stack, too), scopes and id.
+fn token_context<'a>(
+    principal: &'a Principal,
+    groups: &'a [Principal],
+    scopes: &'a [String],
+    correlation_id: i32,
+) -> RequestContext<'a> {
+    RequestContext::new(
+        principal,
+        IpAddr::from([10, 0, 0, 1]),
+        "l",
+        0,
+        9,
+        correlation_id,
+    )
+    .with_client_id(Some("client"))
+    .with_groups(groups)
+    .with_scopes(scopes)
+    .with_jti(Some("jti-é"))
+}
+
+#[test]
+fn groups_scopes_and_the_token_id_cross_the_abi() {
+    let authorizer = authorizer("");
+    let carol = Principal::user("carol");
+    let scopes = ["kafka.read".to_owned(), "kafka.write".to_owned()];
+    for count in [1, 2, 9] {
+        let groups: Vec<Principal> = (0..count)
+            .map(|i| Principal::group(format!("team{i}")))
+            .collect();
+        let correlation_id = 7_000 + count;
+        let context = token_context(&carol, &groups, &scopes, correlation_id);
+        let last = format!("team{}.orders", count - 1);
+        let actions = [
+            Action::new(AclOperation::Write, ResourceType::Topic, "carol.orders"),
+            Action::new(AclOperation::Write, ResourceType::Topic, last.as_str()),
+            Action::new(AclOperation::Write, ResourceType::Topic, "other.orders"),
+        ];
+        let decisions: Vec<bool> = authorizer
+            .authorize(&context, &actions)
+            .iter()
+            .map(Authorization::is_allowed)
+            .collect();
+        assert_eq!(decisions, [true, true, false], "{count} groups");
+        assert_eq!(
+            seen_context(correlation_id),
+            Some((groups.clone(), scopes.to_vec(), Some("jti-é".to_owned()))),
+            "{count} groups"
+        );
+    }
+    // Without a token: nothing (and the plugin decides on the principal alone).
+    let context = RequestContext::new(&carol, IpAddr::from([10, 0, 0, 1]), "l", 0, 9, 7_100);
+    let write = [Action::new(
+        AclOperation::Write,
+        ResourceType::Topic,
+        "team0.orders",
+    )];
+    assert!(!authorizer.authorize(&context, &write)[0].is_allowed());
+    assert_eq!(seen_context(7_100), Some((Vec::new(), Vec::new(), None)));
+}
+
+#[test]
+fn a_policy_screens_actions_with_the_sessions_groups() {
+    let policy = match create("test-policy", "").unwrap() {
+        PluginInstance::ForwardingPolicy(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let carol = Principal::user("carol");
+    let write = Action::new(AclOperation::Write, ResourceType::Topic, "orders");
+    let groups = [Principal::group("readers")];
+    assert!(policy.admits(&token_context(&carol, &groups, &[], 1), &write));
+    let groups = [Principal::group("readers"), Principal::group("blocked")];
+    assert!(!policy.admits(&token_context(&carol, &groups, &[], 1), &write));
+}
+
+/// The raw authorizer table of [`Prefix`] and an instance of it, for calls the host's wrapper
+/// would never make (a context as another host lends it).
+fn raw_prefix() -> (AuthorizerTable, *const c_void) {
+    let all = exports();
+    // SAFETY: export 1 of `exports()` is `Prefix`'s authorizer table, a static.
+    let table: AuthorizerTable = unsafe { *all[1].table.cast::<AuthorizerTable>() };
+    let services = export_services(recorder());
+    let mut instance: *const c_void = std::ptr::null();
+    let create = table.create.unwrap();
+    // SAFETY: the ABI's create arguments: an empty configuration, the services table (valid
+    // forever), an output slot and no error sink.
+    let status = unsafe { create(AbiBytes::EMPTY, services, &mut instance, std::ptr::null()) };
+    assert_eq!(status, STATUS_OK);
+    (table, instance)
+}
+
+/// A host from before the token fields lends a context with `size` 0 that ends at `client_id`:
+/// the plugin reads nothing after it. Here the bytes after it are garbage (pointers to nowhere,
+/// counts, a `has_jti` flag) that a plugin following them would crash on or report.
+#[test]
+fn a_context_from_an_older_host_has_no_token_fields_and_nothing_past_it_is_read() {
+    let (table, instance) = raw_prefix();
+    let (kind, name, listener, client) = ("User", "carol", "l", "client");
+    let old = AbiRequestContext {
+        principal_type: AbiBytes::from_text(kind),
+        principal_name: AbiBytes::from_text(name),
+        address: IpAddr::from([10, 0, 0, 1]).into(),
+        listener: AbiBytes::from_text(listener),
+        api_key: 0,
+        api_version: 9,
+        correlation_id: 7_200,
+        has_client_id: 1,
+        size: 0,
+        client_id: AbiBytes::from_text(client),
+        groups: std::ptr::dangling(),
+        group_count: 3,
+        scopes: std::ptr::dangling(),
+        scope_count: usize::MAX,
+        has_jti: 1,
+        reserved: 7,
+        jti: AbiBytes {
+            ptr: std::ptr::dangling(),
+            len: 99,
+        },
+    };
+    let group_topic = "readers.orders";
+    let own_topic = "carol.orders";
+    let actions = [abi_action_of(own_topic), abi_action_of(group_topic)];
+    let mut answers = [AbiAuthorization::default(); 2];
+    let authorize = table.authorize.unwrap();
+    // SAFETY: our instance; a context whose first REQUEST_CONTEXT_SIZE_V1 bytes are valid (all
+    // an older host promises with `size` 0); arrays of two actions and two answers we own.
+    let status = unsafe {
+        authorize(
+            instance,
+            &old,
+            actions.as_ptr(),
+            actions.len(),
+            answers.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, STATUS_OK);
+    assert_eq!(
+        answers.map(|a| a.decision),
+        [DECISION_ALLOWED, DECISION_DENIED]
+    );
+    assert_eq!(seen_context(7_200), Some((Vec::new(), Vec::new(), None)));
+
+    // The same call from this host (`size` set, the fields real): the group counts.
+    let groups = [AbiPrincipal {
+        kind: AbiBytes::from_text("Group"),
+        name: AbiBytes::from_text("readers"),
+    }];
+    let current = AbiRequestContext {
+        size: REQUEST_CONTEXT_SIZE,
+        correlation_id: 7_201,
+        groups: groups.as_ptr(),
+        group_count: 1,
+        scopes: std::ptr::null(),
+        scope_count: 0,
+        has_jti: 0,
+        ..old
+    };
+    // SAFETY: as above, with a whole context.
+    let status = unsafe {
+        authorize(
+            instance,
+            &current,
+            actions.as_ptr(),
+            actions.len(),
+            answers.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, STATUS_OK);
+    assert_eq!(
+        answers.map(|a| a.decision),
+        [DECISION_ALLOWED, DECISION_ALLOWED]
+    );
+    assert_eq!(
+        seen_context(7_201),
+        Some((vec![Principal::group("readers")], Vec::new(), None))
+    );
+    // A broken array (null with a count) fails the call: every action denied, nothing read.
+    let broken = AbiRequestContext {
+        groups: std::ptr::null(),
+        group_count: 2,
+        ..current
+    };
+    // SAFETY: as above.
+    let status = unsafe {
+        authorize(
+            instance,
+            &broken,
+            actions.as_ptr(),
+            actions.len(),
+            answers.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, STATUS_ERROR);
+}
+
+fn abi_action_of(topic: &'static str) -> AbiAction {
+    AbiAction {
+        operation: i32::from(AclOperation::Write.code()),
+        resource_type: i32::from(ResourceType::Topic.code()),
+        pattern_type: i32::from(PatternType::Literal.code()),
+        reference_count: 1,
+        flags: 0,
+        reserved: 0,
+        name: AbiBytes::from_text(topic),
+    }
+}
+
+/// The context as a plugin built before the token fields declares it: 104 bytes, `reserved`
+/// where `size` now is.
+#[repr(C)]
+struct ContextBeforeTokens {
+    principal_type: AbiBytes,
+    principal_name: AbiBytes,
+    address: AbiAddress,
+    listener: AbiBytes,
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    has_client_id: u32,
+    reserved: u32,
+    client_id: AbiBytes,
+}
+
+/// What such a plugin's `authorize` does: read its layout of the context. Allows a WRITE when the
+/// principal, the listener and the client id read back as the host wrote them.
+unsafe extern "C" fn authorize_before_tokens(
+    _instance: *const c_void,
+    context: *const AbiRequestContext,
+    _actions: *const AbiAction,
+    count: usize,
+    out: *mut AbiAuthorization,
+) -> u32 {
+    // SAFETY: the host lends a context at least as long as the older layout.
+    let old = unsafe { &*context.cast::<ContextBeforeTokens>() };
+    // SAFETY: the host lends these texts for the call.
+    let read = |bytes: AbiBytes| unsafe { bytes.as_str() }.unwrap_or("?").to_owned();
+    let ok = read(old.principal_type) == "User"
+        && read(old.principal_name) == "carol"
+        && read(old.listener) == "l"
+        && old.has_client_id == 1
+        && read(old.client_id) == "client"
+        && old.correlation_id == 7_300;
+    for i in 0..count {
+        // SAFETY: the host's answer array of `count`.
+        unsafe {
+            *out.add(i) = AbiAuthorization {
+                decision: if ok {
+                    DECISION_ALLOWED
+                } else {
+                    DECISION_DENIED
+                },
+                rule: RULE_DEFAULT_ALLOW,
+            };
+        }
+    }
+    STATUS_OK
+}
+
+/// A plugin built before the token fields loads (nothing in its declaration or tables changed),
+/// and this host's longer context reads as the older one: the prefix is unchanged.
+#[test]
+fn a_plugin_built_before_the_token_fields_loads_and_reads_its_prefix() {
+    assert_eq!(
+        std::mem::size_of::<ContextBeforeTokens>() as u32,
+        REQUEST_CONTEXT_SIZE_V1
+    );
+    let older = patched::<AuthorizerTable>(1, |t| t.authorize = Some(authorize_before_tokens));
+    let library = validate(&declaration_of(older)).unwrap();
+    assert!(library.warnings().is_empty(), "{:?}", library.warnings());
+    let export = library
+        .exports()
+        .iter()
+        .find(|e| e.name() == "test-prefix")
+        .unwrap();
+    let PluginInstance::Authorizer(authorizer) =
+        export.create("", export_services(recorder())).unwrap()
+    else {
+        panic!("not an authorizer")
+    };
+    let carol = Principal::user("carol");
+    let groups: Vec<Principal> = (0..6).map(|i| Principal::group(format!("g{i}"))).collect();
+    let scopes = ["s".to_owned()];
+    let context = token_context(&carol, &groups, &scopes, 7_300);
+    let write = [Action::new(AclOperation::Write, ResourceType::Topic, "t")];
+    assert!(authorizer.authorize(&context, &write)[0].is_allowed());
+}
+
 #[test]
 fn acl_administration_crosses_the_abi() {
     let authorizer = authorizer("acl_admin = true");
@@ -1192,6 +1509,7 @@ fn the_wrapped_subscriber_receives_events_and_survives_a_panic() {
         principal: Principal::user("alice"),
         mechanism: "PLAIN".into(),
         client_address: IpAddr::from([127, 0, 0, 1]),
+        token_claims: None,
     };
     subscriber.on_event(&Event::AclsChanged {
         created: 1,
@@ -1199,6 +1517,40 @@ fn the_wrapped_subscriber_receives_events_and_survives_a_panic() {
     });
     subscriber.on_event(&event);
     assert!(SEEN.lock().unwrap().contains(&event));
+}
+
+#[test]
+fn the_subscriber_receives_a_tokens_scopes_groups_and_id() {
+    let subscriber = match create("test-events", "").unwrap() {
+        PluginInstance::EventSubscriber(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let claims = crate::sasl::TokenClaims::new(
+        vec!["kafka.read".into()],
+        vec!["readers".into(), "ops".into()],
+        Some("jti-événement".into()),
+    );
+    let events = [
+        Event::SessionAuthenticated {
+            principal: Principal::user("carol"),
+            mechanism: "OAUTHBEARER".into(),
+            client_address: IpAddr::from([127, 0, 0, 2]),
+            token_claims: Some(claims.clone()),
+        },
+        Event::SessionReauthenticated {
+            principal: Principal::user("carol"),
+            mechanism: "OAUTHBEARER".into(),
+            client_address: IpAddr::from([127, 0, 0, 2]),
+            token_claims: Some(claims),
+        },
+    ];
+    for event in &events {
+        subscriber.on_event(event);
+    }
+    let seen = SEEN.lock().unwrap();
+    for event in &events {
+        assert!(seen.contains(event), "{event:?} not delivered whole");
+    }
 }
 
 /// The layout is the ABI: a change here without an `ABI_VERSION` bump would let old plugins be
@@ -1232,7 +1584,21 @@ fn the_layout_is_frozen() {
     assert_eq!(size_of::<EventSubscriberTable>(), 24);
     assert_eq!(size_of::<AbiExchangeContext>(), 48);
     assert_eq!(size_of::<AbiStepResult>(), 104);
-    assert_eq!(size_of::<AbiRequestContext>(), 104);
+    // The token fields were appended after `client_id` (which ends at 104, where a context from
+    // a host before them ends); `size` is the former reserved zero.
+    assert_eq!(offset_of!(AbiRequestContext, has_client_id), 80);
+    assert_eq!(offset_of!(AbiRequestContext, size), 84);
+    assert_eq!(offset_of!(AbiRequestContext, client_id), 88);
+    assert_eq!(REQUEST_CONTEXT_SIZE_V1, 104);
+    assert_eq!(offset_of!(AbiRequestContext, groups), 104);
+    assert_eq!(offset_of!(AbiRequestContext, group_count), 112);
+    assert_eq!(offset_of!(AbiRequestContext, scopes), 120);
+    assert_eq!(offset_of!(AbiRequestContext, scope_count), 128);
+    assert_eq!(offset_of!(AbiRequestContext, has_jti), 136);
+    assert_eq!(offset_of!(AbiRequestContext, jti), 144);
+    assert_eq!(size_of::<AbiRequestContext>(), 160);
+    assert_eq!(REQUEST_CONTEXT_SIZE, 160);
+    assert_eq!(size_of::<AbiPrincipal>(), 32);
     assert_eq!(size_of::<AbiAction>(), 40);
     assert_eq!(size_of::<AbiAuthenticationContext>(), 168);
 }

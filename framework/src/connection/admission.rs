@@ -139,6 +139,7 @@ fn announce(conn: &Connection, session: &Session) {
         principal: session.principal.clone(),
         mechanism: session.mechanism.clone(),
         client_address: conn.client_address,
+        token_claims: session.token_claims.clone(),
     });
 }
 

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use super::{reauth, responses};
 use super::{Action, CloseReason, Connection, Forwarded, RequestError, Session, State};
 use crate::authorization::{self, ResponsePlan, Verdict};
-use crate::authorizer::RequestContext;
 use crate::errors::ErrorCode;
 use crate::events::Event;
 use crate::forwarding::{RequestInfo, Route};
@@ -237,16 +236,17 @@ fn authorize(
     header: &RequestHeader,
     frame: &Bytes,
 ) -> Verdict {
-    // Borrowed from the session and the header: nothing is allocated per request.
-    let context = RequestContext::new(
-        &session.principal,
-        conn.client_address,
-        conn.config.listener.as_str(),
-        header.api_key,
-        header.api_version,
-        header.correlation_id,
-    )
-    .with_client_id(header.client_id.as_deref());
+    // Borrowed from the session (principal, groups, token facts) and the header: nothing is
+    // allocated per request.
+    let context = session
+        .request_context(
+            conn.client_address,
+            conn.config.listener.as_str(),
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+        )
+        .with_client_id(header.client_id.as_deref());
     authorization::enforce_verdict(authorizer, &context, header, frame)
 }
 

@@ -30,10 +30,11 @@ pub use close::{CloseReason, Disposition, IllegalState, LogLevel, RequestError};
 pub use services::NodeServices;
 
 use crate::authorization::ResponsePlan;
+use crate::authorizer::RequestContext;
 use crate::principal::{Principal, TlsPeer};
 use crate::protocol::versions::ApiVersionTable;
 use crate::reauth::{ReauthScheduler, SessionTicket};
-use crate::sasl::{SaslExchange, SaslMechanism};
+use crate::sasl::{SaslExchange, SaslMechanism, TokenClaims};
 use crate::throttle::{FailureThrottle, ThrottlePolicy};
 
 /// Kafka's `sasl.server.max.receive.size`: the largest frame accepted before authentication.
@@ -303,6 +304,14 @@ pub struct Session {
     pub reauth_started_at_ms: Option<i64>,
     /// The session's registration with the node's [`ReauthScheduler`].
     pub ticket: Arc<SessionTicket>,
+    /// The session's group principals: `Group:<name>` for each group of the client's bearer
+    /// token ([`TokenClaims::groups`], in order, without duplicates or empty names). Every
+    /// request is authorized as `principal` and these ([`RequestContext::groups`]); empty for a
+    /// session without a token. A re-authentication replaces them with the new token's.
+    pub groups: Vec<Principal>,
+    /// What the client's bearer token said (scopes, groups, `jti`), from the latest
+    /// (re-)authentication; `None` for a mechanism without tokens.
+    pub token_claims: Option<TokenClaims>,
 }
 
 impl Session {
@@ -328,6 +337,35 @@ impl Session {
             token_id,
             reauth_started_at_ms: None,
             ticket,
+            groups: Vec::new(),
+            token_claims: None,
+        }
+    }
+
+    /// The request context of one of the session's requests: its principal, its groups and its
+    /// token's scopes and id, all borrowed from the session (nothing is allocated).
+    pub fn request_context<'s>(
+        &'s self,
+        client_address: IpAddr,
+        listener: &'s str,
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+    ) -> RequestContext<'s> {
+        let context = RequestContext::new(
+            &self.principal,
+            client_address,
+            listener,
+            api_key,
+            api_version,
+            correlation_id,
+        )
+        .with_groups(self.groups.as_slice());
+        match &self.token_claims {
+            Some(claims) => context
+                .with_scopes(claims.scopes.as_slice())
+                .with_jti(claims.jti.as_deref()),
+            None => context,
         }
     }
 
@@ -343,6 +381,18 @@ impl Session {
     pub fn expires_at_ms(&self) -> Option<i64> {
         self.ticket.expires_at_ms()
     }
+}
+
+/// The group principals of a token's claims: `Group:<name>` per group, in order, without
+/// duplicates or empty names (an ACL cannot name `Group:`).
+pub(crate) fn group_principals(claims: Option<&TokenClaims>) -> Vec<Principal> {
+    let names = claims.map_or(&[][..], |c| c.groups.as_slice());
+    let mut seen = std::collections::HashSet::with_capacity(names.len());
+    names
+        .iter()
+        .filter(|name| !name.is_empty() && seen.insert(name.as_str()))
+        .map(|name| Principal::group(name.as_str()))
+        .collect()
 }
 
 impl Connection {

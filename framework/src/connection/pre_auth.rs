@@ -441,6 +441,8 @@ fn complete(
                 // the first re-authentication may follow the login at once.
                 reauth_started_at_ms: None,
                 ticket,
+                groups: super::group_principals(done.token_claims.as_ref()),
+                token_claims: done.token_claims,
             })
         }
         Some(previous) if previous.principal != principal => {
@@ -479,6 +481,7 @@ fn complete(
                     principal: principal.clone(),
                     mechanism: mechanism.clone(),
                     client_address: conn.client_address,
+                    token_claims: done.token_claims.clone(),
                 });
             tracing::debug!(principal = %principal, mechanism = %mechanism, ?lifetime_ms, "re-authenticated");
             Ok(Session {
@@ -486,10 +489,13 @@ fn complete(
                 mechanism,
                 authenticated_at_ms: now_ms,
                 lifetime_ms,
-                // Like Kafka, the token flag follows the latest authentication.
+                // Like Kafka, the token flag follows the latest authentication; so do the groups
+                // (a refreshed token may hold other groups; the principal may not change).
                 token_id: done.token_id,
                 reauth_started_at_ms: Some(auth.started_at_ms),
                 ticket: previous.ticket,
+                groups: super::group_principals(done.token_claims.as_ref()),
+                token_claims: done.token_claims,
             })
         }
     }

@@ -16,7 +16,7 @@ use super::*;
 use crate::events::{Event, EventBus};
 use crate::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use crate::principal::DefaultPrincipalBuilder;
-use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome};
+use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome, TokenClaims};
 
 /// A one-round mechanism for these tests: the token must be `user:password`.
 struct Fixed;
@@ -50,6 +50,27 @@ impl SaslExchange for FixedExchange {
                 StepOutcome::Complete(Authenticated::new("alice").with_server_final(b"ok".to_vec()))
             }
             b"bob:pw" => StepOutcome::Complete(Authenticated::new("bob")),
+            // A bearer token's claims, as OAUTHBEARER reports them (a duplicate and an empty
+            // group included: the session keeps each group once, and no `Group:`).
+            b"carol:first-token" => StepOutcome::Complete(
+                Authenticated::new("carol").with_token_claims(TokenClaims::new(
+                    vec!["kafka.read".into(), "kafka.write".into()],
+                    vec![
+                        "readers".into(),
+                        "ops".into(),
+                        "readers".into(),
+                        String::new(),
+                    ],
+                    Some("jti-1".into()),
+                )),
+            ),
+            b"carol:second-token" => StepOutcome::Complete(
+                Authenticated::new("carol").with_token_claims(TokenClaims::new(
+                    Vec::new(),
+                    vec!["writers".into()],
+                    None,
+                )),
+            ),
             b"expiring:pw" => StepOutcome::Complete(
                 Authenticated::new("expiring").with_credential_expiry_ms(Some(61_000)),
             ),
@@ -1198,5 +1219,169 @@ fn admission_covers_raw_tokens_and_never_reauthentication() {
         auth_response(actions).error_code,
         0,
         "re-authenticated at once"
+    );
+}
+
+// === bearer token claims: groups as principals ===
+
+/// What an authorizer was asked with: the groups, scopes and token id of each request.
+type SeenContext = (Vec<Principal>, Vec<String>, Option<String>);
+
+#[derive(Default)]
+struct SeenContexts(std::sync::Mutex<Vec<SeenContext>>);
+
+impl crate::authorizer::Authorizer for SeenContexts {
+    fn authorize(
+        &self,
+        context: &crate::authorizer::RequestContext<'_>,
+        actions: &[crate::authorizer::Action<'_>],
+    ) -> Vec<crate::authorizer::Authorization> {
+        self.0.lock().unwrap().push((
+            context.groups.to_vec(),
+            context.scopes.to_vec(),
+            context.jti.as_deref().map(str::to_owned),
+        ));
+        actions
+            .iter()
+            .map(|_| {
+                crate::authorizer::Authorization::allowed(
+                    crate::authorizer::DecidingRule::DefaultAllow,
+                )
+            })
+            .collect()
+    }
+    fn authorize_by_resource_type(
+        &self,
+        _: &crate::authorizer::RequestContext<'_>,
+        _: crate::acl::AclOperation,
+        _: crate::acl::ResourceType,
+    ) -> crate::authorizer::Decision {
+        crate::authorizer::Decision::Allowed
+    }
+}
+
+fn with_authorizer(
+    authorizer: Arc<dyn crate::authorizer::Authorizer>,
+) -> (Connection, crate::events::Subscription) {
+    let (cfg, events) = config();
+    let services = NodeServices::new(
+        cfg.services.mechanisms.clone(),
+        Arc::clone(&cfg.services.principal_builder),
+        Arc::clone(&cfg.services.policy),
+        cfg.services.events.clone(),
+    )
+    .with_authorizer(Some(authorizer));
+    let cfg = Arc::new(
+        ConnectionConfig::new("test", Arc::new(services), Arc::clone(&cfg.api_versions))
+            .with_max_reauth_ms(cfg.max_reauth_ms),
+    );
+    (
+        Connection::new(cfg, IpAddr::from([127, 0, 0, 1]), false),
+        events,
+    )
+}
+
+fn produce_to(topic: &str, correlation_id: i32) -> Bytes {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    let body = ProduceRequest::default()
+        .with_acks(-1)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()])]);
+    request(ApiKey::Produce, 9, correlation_id, &body)
+}
+
+#[test]
+fn a_tokens_groups_reach_the_authorizer_as_group_principals_and_the_events_carry_the_claims() {
+    let seen = Arc::new(SeenContexts::default());
+    let (mut c, events) =
+        with_authorizer(Arc::clone(&seen) as Arc<dyn crate::authorizer::Authorizer>);
+    let _ = handshake(&mut c, 1, "TEST");
+    let auth = auth_response(authenticate(&mut c, 2, b"carol:first-token", 0));
+    assert_eq!(auth.error_code, 0);
+    let first = TokenClaims::new(
+        vec!["kafka.read".into(), "kafka.write".into()],
+        vec![
+            "readers".into(),
+            "ops".into(),
+            "readers".into(),
+            String::new(),
+        ],
+        Some("jti-1".into()),
+    );
+    let session = c.session().unwrap();
+    assert_eq!(session.principal, Principal::user("carol"));
+    assert_eq!(
+        session.groups,
+        [Principal::group("readers"), Principal::group("ops")]
+    );
+    assert_eq!(session.token_claims.as_ref(), Some(&first));
+    assert_eq!(
+        events.try_recv(),
+        Some(Event::SessionAuthenticated {
+            principal: Principal::user("carol"),
+            mechanism: "TEST".into(),
+            client_address: IpAddr::from([127, 0, 0, 1]),
+            token_claims: Some(first),
+        })
+    );
+
+    assert!(matches!(
+        c.handle_frame(produce_to("orders", 4), 10).as_slice(),
+        [Action::Forward(_)]
+    ));
+    assert_eq!(
+        seen.0.lock().unwrap().last().cloned(),
+        Some((
+            vec![Principal::group("readers"), Principal::group("ops")],
+            vec!["kafka.read".to_owned(), "kafka.write".to_owned()],
+            Some("jti-1".to_owned()),
+        ))
+    );
+
+    // A re-authentication with a new token of the same principal: its groups replace the old.
+    let _ = handshake_at(&mut c, "TEST", 2_000);
+    let auth = auth_response(authenticate(&mut c, 2, b"carol:second-token", 2_100));
+    assert_eq!(auth.error_code, 0);
+    let second = TokenClaims::new(Vec::new(), vec!["writers".into()], None);
+    assert_eq!(
+        events.try_recv(),
+        Some(Event::SessionReauthenticated {
+            principal: Principal::user("carol"),
+            mechanism: "TEST".into(),
+            client_address: IpAddr::from([127, 0, 0, 1]),
+            token_claims: Some(second),
+        })
+    );
+    assert!(matches!(
+        c.handle_frame(produce_to("orders", 5), 2_200).as_slice(),
+        [Action::Forward(_)]
+    ));
+    assert_eq!(
+        seen.0.lock().unwrap().last().cloned(),
+        Some((vec![Principal::group("writers")], Vec::new(), None))
+    );
+}
+
+#[test]
+fn a_session_without_a_token_has_no_groups() {
+    let seen = Arc::new(SeenContexts::default());
+    let (mut c, events) =
+        with_authorizer(Arc::clone(&seen) as Arc<dyn crate::authorizer::Authorizer>);
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    assert!(c.session().unwrap().groups.is_empty());
+    assert!(matches!(
+        events.try_recv(),
+        Some(Event::SessionAuthenticated {
+            token_claims: None,
+            ..
+        })
+    ));
+    let _ = c.handle_frame(produce_to("orders", 4), 10);
+    assert_eq!(
+        seen.0.lock().unwrap().as_slice(),
+        [(Vec::new(), Vec::new(), None)]
     );
 }

@@ -243,9 +243,9 @@ pub(crate) fn allowed(
     resource_type: crate::acl::ResourceType,
     name: &str,
 ) -> bool {
-    use crate::authorizer::{Action, Decision, RequestContext};
-    let context = RequestContext::new(
-        request.session.principal.clone(),
+    use crate::authorizer::{Action, Decision};
+    // The session's groups count here too: a group's ACL may allow (or deny) an ACL change.
+    let context = request.session.request_context(
         request.client_address,
         request.listener,
         request.header.api_key,

@@ -17,6 +17,7 @@ use crate::events::Event;
 use crate::login::ExpiringCredential;
 use crate::plugin::{ConfigError, PluginError};
 use crate::principal::{Principal, PrincipalError};
+use crate::sasl::TokenClaims;
 
 /// Why bytes from the other side could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -668,8 +669,44 @@ fn read_credential_id(r: &mut Reader<'_>) -> Result<CredentialId, CodecError> {
     })
 }
 
+/// A session event's token claims, appended after its older fields: a presence byte, then the
+/// scopes, the groups (each a count and strings) and the optional `jti`. A subscriber built before
+/// they were added stops reading before them (decoders ignore trailing bytes).
+fn write_token_claims(w: &mut Writer, claims: Option<&TokenClaims>) {
+    let Some(claims) = claims else {
+        w.u8(0);
+        return;
+    };
+    w.u8(1).count(claims.scopes.len());
+    for scope in &claims.scopes {
+        w.str(scope);
+    }
+    w.count(claims.groups.len());
+    for group in &claims.groups {
+        w.str(group);
+    }
+    w.opt_str(claims.jti.as_deref());
+}
+
+/// Reads [`write_token_claims`]; nothing left (an event from a host that predates the claims)
+/// is `None`.
+fn read_token_claims(r: &mut Reader<'_>) -> Result<Option<TokenClaims>, CodecError> {
+    if r.is_empty() || r.u8()? == 0 {
+        return Ok(None);
+    }
+    let strings = |r: &mut Reader<'_>| -> Result<Vec<String>, CodecError> {
+        // Every string takes at least its 4-byte length.
+        let count = r.count(4)?;
+        (0..count).map(|_| r.string()).collect()
+    };
+    let scopes = strings(r)?;
+    let groups = strings(r)?;
+    let jti = r.opt_string()?;
+    Ok(Some(TokenClaims::new(scopes, groups, jti)))
+}
+
 /// Encodes an event. A subscriber built against an older API skips kinds it does not know
-/// ([`decode_event`]).
+/// ([`decode_event`]), and fields appended to a kind it knows.
 pub fn encode_event(event: &Event) -> Vec<u8> {
     let mut w = Writer::new();
     match event {
@@ -677,11 +714,13 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
             principal,
             mechanism,
             client_address,
+            token_claims,
         } => {
             w.u32(EVENT_SESSION_AUTHENTICATED);
             write_principal(&mut w, principal);
             w.str(mechanism);
             write_address(&mut w, client_address);
+            write_token_claims(&mut w, token_claims.as_ref());
         }
         Event::AuthenticationFailed {
             mechanism,
@@ -697,11 +736,13 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
             principal,
             mechanism,
             client_address,
+            token_claims,
         } => {
             w.u32(EVENT_SESSION_REAUTHENTICATED);
             write_principal(&mut w, principal);
             w.str(mechanism);
             write_address(&mut w, client_address);
+            write_token_claims(&mut w, token_claims.as_ref());
         }
         Event::SessionExpired {
             principal,
@@ -774,6 +815,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, CodecError> {
             principal: read_principal(&mut r)?,
             mechanism: r.string()?,
             client_address: read_address(&mut r)?,
+            token_claims: read_token_claims(&mut r)?,
         },
         EVENT_AUTHENTICATION_FAILED => Event::AuthenticationFailed {
             mechanism: r.opt_string()?,
@@ -784,6 +826,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, CodecError> {
             principal: read_principal(&mut r)?,
             mechanism: r.string()?,
             client_address: read_address(&mut r)?,
+            token_claims: read_token_claims(&mut r)?,
         },
         EVENT_SESSION_EXPIRED => Event::SessionExpired {
             principal: read_principal(&mut r)?,
@@ -910,6 +953,29 @@ mod tests {
                 principal: Principal::user("alice"),
                 mechanism: "PLAIN".into(),
                 client_address: IpAddr::from([127, 0, 0, 1]),
+                token_claims: None,
+            },
+            Event::SessionAuthenticated {
+                principal: Principal::user("alice"),
+                mechanism: "OAUTHBEARER".into(),
+                client_address: IpAddr::from([127, 0, 0, 1]),
+                token_claims: Some(TokenClaims::new(
+                    vec!["kafka.read".into(), "é".into()],
+                    vec!["readers".into(), "".into(), "a:b".into()],
+                    Some("jti-1".into()),
+                )),
+            },
+            Event::SessionReauthenticated {
+                principal: Principal::user("alice"),
+                mechanism: "OAUTHBEARER".into(),
+                client_address: "::1".parse().unwrap(),
+                token_claims: Some(TokenClaims::new(Vec::new(), vec!["g".into()], None)),
+            },
+            Event::SessionReauthenticated {
+                principal: Principal::user("bob"),
+                mechanism: "PLAIN".into(),
+                client_address: "::1".parse().unwrap(),
+                token_claims: None,
             },
             Event::AuthenticationFailed {
                 mechanism: None,
@@ -958,5 +1024,64 @@ mod tests {
             decode_expiring_credential(&encode_expiring_credential(&credential)),
             Ok(credential)
         );
+    }
+
+    /// The token claims were appended to the session events: an event without them encodes as
+    /// before plus one byte, an older host's bytes (which end before them) decode as `None`, and
+    /// the bytes an older subscriber reads (the prefix) are those of the same event without
+    /// claims, so it decodes the event it always did.
+    #[test]
+    fn session_events_grew_by_appending_their_token_claims() {
+        let claims = TokenClaims::new(
+            vec!["s".into()],
+            vec!["readers".into(), "writers".into()],
+            Some("id".into()),
+        );
+        for (with, without) in [
+            (
+                Event::SessionAuthenticated {
+                    principal: Principal::user("alice"),
+                    mechanism: "OAUTHBEARER".into(),
+                    client_address: IpAddr::from([10, 0, 0, 1]),
+                    token_claims: Some(claims.clone()),
+                },
+                Event::SessionAuthenticated {
+                    principal: Principal::user("alice"),
+                    mechanism: "OAUTHBEARER".into(),
+                    client_address: IpAddr::from([10, 0, 0, 1]),
+                    token_claims: None,
+                },
+            ),
+            (
+                Event::SessionReauthenticated {
+                    principal: Principal::user("alice"),
+                    mechanism: "OAUTHBEARER".into(),
+                    client_address: IpAddr::from([10, 0, 0, 1]),
+                    token_claims: Some(claims.clone()),
+                },
+                Event::SessionReauthenticated {
+                    principal: Principal::user("alice"),
+                    mechanism: "OAUTHBEARER".into(),
+                    client_address: IpAddr::from([10, 0, 0, 1]),
+                    token_claims: None,
+                },
+            ),
+        ] {
+            let new = encode_event(&with);
+            let none = encode_event(&without);
+            // What a host before the claims wrote: everything but the trailing presence byte.
+            let old = &none[..none.len() - 1];
+            assert_eq!(none.last(), Some(&0));
+            assert_eq!(decode_event(old), Ok(without.clone()));
+            assert!(
+                new.starts_with(old),
+                "the older fields come first, unchanged"
+            );
+            assert_eq!(decode_event(&new), Ok(with));
+            // Cut inside the claims: an error, not a panic and not a silent `None`.
+            for cut in old.len() + 1..new.len() {
+                assert!(decode_event(&new[..cut]).is_err(), "cut at {cut}");
+            }
+        }
     }
 }

@@ -4,8 +4,9 @@
 //! behaviour and the other side of the boundary was compiled by someone else.
 //!
 //! Frozen for [`super::ABI_VERSION`] 2. Fields may be appended to [`PluginDeclaration`] (the host
-//! reads `decl_size`), to every function table (`table_size`) and to [`AbiHostServices`] (its
-//! `size` and `version`); any other change bumps the ABI version.
+//! reads `decl_size`), to every function table (`table_size`), to [`AbiHostServices`] (its
+//! `size` and `version`) and to [`AbiRequestContext`] (its `size`, once a reserved zero); any
+//! other change bumps the ABI version.
 //!
 //! Ownership: the caller owns everything it passes in, for the duration of the call. Variable-size
 //! results come back through an [`AbiSink`]: the callee hands the caller borrowed bytes, which the
@@ -558,6 +559,12 @@ pub struct SaslMechanismTable {
 // ---- Authorizers ---------------------------------------------------------------------------------
 
 /// [`crate::authorizer::RequestContext`] in C layout, borrowed for one call.
+///
+/// Grown by appending, within ABI 2: the fields after `client_id` (the bearer token's groups,
+/// scopes and id) were added later, and `size` says whether the host wrote them. A host from
+/// before them writes 0 there (the field was a reserved zero) and lends a context that ends at
+/// `client_id` ([`REQUEST_CONTEXT_SIZE_V1`] bytes), so a plugin reads a trailing field only when
+/// `size` covers it; a plugin from before them never looks past `client_id`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct AbiRequestContext {
@@ -577,10 +584,71 @@ pub struct AbiRequestContext {
     pub correlation_id: i32,
     /// 1 when `client_id` is set.
     pub has_client_id: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// `size_of::<AbiRequestContext>()` in the host's copy of the API ([`REQUEST_CONTEXT_SIZE`]);
+    /// 0 from a host whose context ends at `client_id`.
+    pub size: u32,
     /// The client id (UTF-8).
     pub client_id: AbiBytes,
+    /// The session's group principals: an array of `group_count` (null when 0).
+    pub groups: *const AbiPrincipal,
+    /// How many entries `groups` has.
+    pub group_count: usize,
+    /// The bearer token's scopes (UTF-8 each): an array of `scope_count` (null when 0).
+    pub scopes: *const AbiBytes,
+    /// How many entries `scopes` has.
+    pub scope_count: usize,
+    /// 1 when `jti` is set.
+    pub has_jti: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The bearer token's id, its `jti` claim (UTF-8).
+    pub jti: AbiBytes,
+}
+
+impl AbiRequestContext {
+    /// A context that names nothing: empty strings, address `0.0.0.0`, no client id, no token
+    /// fields, `size` [`REQUEST_CONTEXT_SIZE`].
+    pub const EMPTY: AbiRequestContext = AbiRequestContext {
+        principal_type: AbiBytes::EMPTY,
+        principal_name: AbiBytes::EMPTY,
+        address: AbiAddress {
+            family: ADDRESS_FAMILY_V4,
+            bytes: [0; 16],
+        },
+        listener: AbiBytes::EMPTY,
+        api_key: 0,
+        api_version: 0,
+        correlation_id: 0,
+        has_client_id: 0,
+        size: REQUEST_CONTEXT_SIZE,
+        client_id: AbiBytes::EMPTY,
+        groups: std::ptr::null(),
+        group_count: 0,
+        scopes: std::ptr::null(),
+        scope_count: 0,
+        has_jti: 0,
+        reserved: 0,
+        jti: AbiBytes::EMPTY,
+    };
+}
+
+/// `size_of::<AbiRequestContext>()` in this copy of the API, as the host writes it into
+/// [`AbiRequestContext::size`].
+pub const REQUEST_CONTEXT_SIZE: u32 = size_of::<AbiRequestContext>() as u32;
+
+/// The size of an [`AbiRequestContext`] that ends at `client_id`: what a host from before the
+/// token fields lends (and marks with `size` 0).
+pub const REQUEST_CONTEXT_SIZE_V1: u32 =
+    (std::mem::offset_of!(AbiRequestContext, client_id) + size_of::<AbiBytes>()) as u32;
+
+/// A principal in C layout (`type:name`), borrowed for one call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AbiPrincipal {
+    /// The principal type (UTF-8).
+    pub kind: AbiBytes,
+    /// The principal name (UTF-8).
+    pub name: AbiBytes,
 }
 
 /// [`crate::authorizer::Action::log_if_allowed`].

@@ -75,6 +75,13 @@ pub enum AclAuthorizerError {
 /// Kafka's StandardAuthorizer (kafka-security-semantics §6.2, §6.3, §6.5) with an index that
 /// answers without scanning ACLs, over the node's [`MetadataStore`].
 ///
+/// Beyond Kafka, a session's group principals ([`RequestContext::groups`], `Group:<name>` from
+/// a bearer token's groups claim) are matched too, Kafka's rules applied to the set of the user
+/// principal, its groups and `User:*`: a DENY matching any of them denies, otherwise an ALLOW
+/// matching any of them allows; `allow_everyone_if_no_acl_found` is unchanged (no ACL at all on
+/// the resource). Super users are matched on the user principal only: a group is never a super
+/// user. Without groups every decision is Kafka's.
+///
 /// Readers load an immutable snapshot ([`ArcSwap`]) and never lock. The ACLs are a view of the
 /// metadata log: the authorizer subscribes to the store, and every ACL record appended (by this
 /// authorizer, or by the node's ACL APIs through the store writer) becomes a new snapshot before
@@ -196,7 +203,7 @@ impl AclAuthorizer {
             return Decision::Denied;
         }
         let index = self.index.load();
-        let client = index.client(&context.principal, context.client_address);
+        let client = index.client(&context.principal, &context.groups, context.client_address);
         self.decide_on(
             &index,
             &client,
@@ -222,7 +229,8 @@ impl AclAuthorizer {
         }
     }
 
-    /// Kafka compares `principal.toString()` with each super user string.
+    /// Kafka compares `principal.toString()` with each super user string. Only the user
+    /// principal is compared: a `super_users` entry naming a group never matches.
     fn is_super_user(&self, principal: &Principal) -> bool {
         self.super_users.iter().any(|s| {
             s.len() == principal.kind.len() + 1 + principal.name.len()
@@ -431,7 +439,7 @@ impl Authorizer for AclAuthorizer {
             return;
         }
         let index = self.index.load();
-        let client = index.client(&context.principal, context.client_address);
+        let client = index.client(&context.principal, &context.groups, context.client_address);
         for (i, action) in actions.iter().enumerate() {
             let authorization = self.authorize_one(&index, &client, action);
             if auditing {
@@ -460,7 +468,7 @@ impl Authorizer for AclAuthorizer {
         // wildcard ACLs decide. One snapshot and one client lookup serve both steps, and nothing
         // is allocated.
         let index = self.index.load();
-        let client = index.client(&context.principal, context.client_address);
+        let client = index.client(&context.principal, &context.groups, context.client_address);
         if self.decide_on(&index, &client, operation, resource_type, HARDCODE_RESOURCE)
             == Decision::Allowed
         {

@@ -11,8 +11,9 @@
 //!
 //! Inside a [`ResourceAcls`], entries are sorted by a key (principal id, host id), where ids
 //! come from tables interned at index time (`User:*` is principal 0, `*` is host 0). A lookup
-//! is then at most four binary searches over integers, and an operation bitmask rejects a
-//! resource without looking at any entry. Nothing on the read path allocates.
+//! is then at most four binary searches over integers (two more per group of the session that
+//! some ACL names), and an operation bitmask rejects a resource without looking at any entry.
+//! Nothing on the read path allocates (up to six ACL-named groups per session).
 
 use std::collections::HashMap as StdHashMap;
 use std::net::IpAddr;
@@ -24,6 +25,7 @@ use portcullis::acl::{
     ResourcePattern, ResourceType, WILDCARD_RESOURCE,
 };
 use portcullis::principal::{Principal, USER_TYPE};
+use smallvec::SmallVec;
 
 use crate::host::{normalize, HostMatch};
 
@@ -134,27 +136,43 @@ impl ResourceAcls {
         })
     }
 
-    /// The first matching DENY, else the first matching ALLOW, among the given keys.
-    fn find(&self, keys: &[u64], action: u32) -> Found {
+    /// The first matching DENY, else the first matching ALLOW, among the client's keys: the
+    /// user's and `User:*`'s (Kafka's), then its groups'.
+    fn find(&self, client: &Client, action: u32) -> Found {
         if self.applies_to & action == 0 {
             return Found::Nothing;
         }
         let mut allow = None;
-        for &wanted in keys {
-            let start = self.slots.partition_point(|s| s.key < wanted);
-            let Some(run) = self.slots.get(start..) else {
-                continue;
-            };
-            for (offset, slot) in run.iter().take_while(|s| s.key == wanted).enumerate() {
-                if slot.applies_to & action != 0 {
-                    if slot.deny {
-                        return Found::Deny(start + offset);
-                    }
-                    allow.get_or_insert(start + offset);
+        for &wanted in client.keys() {
+            if let Some(deny) = self.scan(wanted, action, &mut allow) {
+                return Found::Deny(deny);
+            }
+        }
+        if !client.groups.is_empty() {
+            for wanted in client.group_keys() {
+                if let Some(deny) = self.scan(wanted, action, &mut allow) {
+                    return Found::Deny(deny);
                 }
             }
         }
         allow.map_or(Found::Nothing, Found::Allow)
+    }
+
+    /// The slots of one key: the position of a matching DENY, if any; the first matching ALLOW
+    /// goes to `allow` unless it holds one already.
+    #[inline]
+    fn scan(&self, wanted: u64, action: u32, allow: &mut Option<usize>) -> Option<usize> {
+        let start = self.slots.partition_point(|s| s.key < wanted);
+        let run = self.slots.get(start..)?;
+        for (offset, slot) in run.iter().take_while(|s| s.key == wanted).enumerate() {
+            if slot.applies_to & action != 0 {
+                if slot.deny {
+                    return Some(start + offset);
+                }
+                allow.get_or_insert(start + offset);
+            }
+        }
+        None
     }
 }
 
@@ -176,19 +194,45 @@ pub(crate) enum Outcome<'a> {
     NoAcls,
 }
 
+/// Group ids a client holds inline (groups that some ACL names; others take no slot).
+const INLINE_GROUPS: usize = 6;
+
 /// The ids of a client, resolved once per request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Client {
-    /// Search keys, most specific first; `len` of them are valid.
+    /// Kafka's search keys, most specific first: the user with the client's host and with `*`,
+    /// then `User:*` with both; `len` of them are valid.
     keys: [u64; 4],
     len: usize,
+    /// The user principal's id, when some ACL names it.
     principal: Option<u32>,
     host: Option<u32>,
+    /// The ids of the session's group principals that some ACL names, each once, in the
+    /// session's order (never the user's or `User:*`'s id).
+    groups: SmallVec<[u32; INLINE_GROUPS]>,
 }
 
 impl Client {
     fn keys(&self) -> &[u64] {
         self.keys.get(..self.len).unwrap_or(&[])
+    }
+
+    /// The groups' search keys: each group with the client's host, then with `*`.
+    fn group_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        let host = self.host;
+        self.groups.iter().flat_map(move |g| {
+            host.into_iter()
+                .chain(std::iter::once(WILDCARD_HOST_ID))
+                .map(move |h| key(*g, h))
+        })
+    }
+
+    /// Every principal id whose ACLs apply: the user's, `User:*`, the groups'.
+    fn principal_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        let user = self.principal.filter(|p| *p != WILDCARD_PRINCIPAL_ID);
+        user.into_iter()
+            .chain(std::iter::once(WILDCARD_PRINCIPAL_ID))
+            .chain(self.groups.iter().copied())
     }
 }
 
@@ -373,8 +417,15 @@ impl Index {
             .map(|t| &**t)
     }
 
-    /// Resolves the client's ids once for all its actions.
-    pub(crate) fn client(&self, principal: &Principal, address: IpAddr) -> Client {
+    /// Resolves the client's ids once for all its actions: the user principal, its group
+    /// principals (a session's groups: their ACLs apply too) and `User:*`. Allocation-free for a
+    /// user with up to six groups that ACLs name (groups no ACL names cost a lookup, no slot).
+    pub(crate) fn client(
+        &self,
+        principal: &Principal,
+        groups: &[Principal],
+        address: IpAddr,
+    ) -> Client {
         let principal_id = self.principals.get(&principal.kind, &principal.name);
         let host_id = self.hosts.by_address.get(&normalize(address)).copied();
         let mut keys = [0u64; 4];
@@ -393,11 +444,24 @@ impl Index {
                 }
             }
         }
+        let mut group_ids: SmallVec<[u32; INLINE_GROUPS]> = SmallVec::new();
+        for group in groups {
+            // A group listed twice, or one that is the user or `User:*` itself, counts once.
+            if let Some(id) = self.principals.get(&group.kind, &group.name) {
+                if Some(id) != principal_id
+                    && id != WILDCARD_PRINCIPAL_ID
+                    && !group_ids.contains(&id)
+                {
+                    group_ids.push(id);
+                }
+            }
+        }
         Client {
             keys,
             len,
             principal: principal_id,
             host: host_id,
+            groups: group_ids,
         }
     }
 
@@ -413,7 +477,6 @@ impl Index {
             return Outcome::NoAcls;
         };
         let action = bit(operation);
-        let keys = client.keys();
         let mut found_any = false;
         let mut allow: Option<(&ResourceAcls, usize)> = None;
         // Name-specific ACLs first, then the `*` ones: a DENY anywhere wins.
@@ -424,7 +487,7 @@ impl Index {
             .chain(index.wildcard.as_ref());
         for acls in candidates {
             found_any = true;
-            match acls.find(keys, action) {
+            match acls.find(client, action) {
                 Found::Deny(i) => return Outcome::Deny(acls, i),
                 Found::Allow(i) => {
                     allow.get_or_insert((acls, i));
@@ -440,7 +503,7 @@ impl Index {
     }
 
     /// Kafka's default `authorizeByResourceType` after its `hardcode` pre-check (§6.3
-    /// [quirk]): ACLs of this type for the principal or `User:*`, this host or `*`, this
+    /// [quirk]): ACLs of this type for the principal, its groups or `User:*`, this host or `*`, this
     /// operation or ALL (no implications); a `*` DENY denies, a `*` ALLOW allows; otherwise
     /// allowed if some allowed name is neither denied literally (literal allows only) nor under
     /// a denied prefix.
@@ -453,31 +516,22 @@ impl Index {
         let Some(index) = self.type_index(resource_type) else {
             return false;
         };
-        let mut buckets: [Option<&Bucket>; 8] = [None; 8];
-        let mut n = 0;
-        let principals = [client.principal, Some(WILDCARD_PRINCIPAL_ID)];
+        let mut buckets: SmallVec<[&Bucket; 8]> = SmallVec::new();
         let hosts = [client.host, Some(WILDCARD_HOST_ID)];
         let operations = [Some(operation), Some(AclOperation::All)];
-        for (pi, p) in principals.iter().enumerate() {
-            if pi == 1 && client.principal == Some(WILDCARD_PRINCIPAL_ID) {
-                continue;
-            }
+        for p in client.principal_ids() {
             for h in hosts.iter().flatten() {
                 for (oi, o) in operations.iter().enumerate() {
                     if oi == 1 && operation == AclOperation::All {
                         continue;
                     }
-                    let (Some(p), Some(o)) = (p, o) else { continue };
-                    if let (Some(bucket), Some(slot)) =
-                        (index.buckets.get(&(*p, *h, *o)), buckets.get_mut(n))
-                    {
-                        *slot = Some(&**bucket);
-                        n += 1;
+                    let Some(o) = o else { continue };
+                    if let Some(bucket) = index.buckets.get(&(p, *h, *o)) {
+                        buckets.push(bucket);
                     }
                 }
             }
         }
-        let buckets: Vec<&Bucket> = buckets.iter().flatten().copied().collect();
         if buckets.iter().any(|b| b.wildcard_deny) {
             return false;
         }

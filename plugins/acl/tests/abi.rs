@@ -46,7 +46,8 @@ const QUERY_NAMES: &[&str] = &[
     "User:b",
     "x",
 ];
-const PRINCIPALS: &[&str] = &["User:a", "User:b", "User:*", "Group:a"];
+const PRINCIPALS: &[&str] = &["User:a", "User:b", "User:*", "Group:a", "Group:é"];
+const GROUPS: &[&str] = &["Group:a", "Group:é", "Group:b", "Group:c", "Group:d"];
 const ASKERS: &[&str] = &["User:a", "User:b", "User:é", "Group:a", "User:admin"];
 const HOSTS: &[&str] = &["*", "127.0.0.1", "::1"];
 const CLIENTS: &[&str] = &["127.0.0.1", "::1", "10.0.0.1"];
@@ -98,11 +99,11 @@ fn action() -> impl Strategy<Value = (Op, Rt, &'static str, bool)> {
     )
 }
 
-/// A request: who asks, from where, and 1 to 12 actions (more than fit on the host's stack
-/// buffers, so both paths are taken).
-/// Who asks, from where, and what.
+/// A request: who asks (with which groups), from where, and 1 to 12 actions (more than fit on
+/// the host's stack buffers, so both paths are taken).
 type Request = (
     &'static str,
+    Vec<&'static str>,
     &'static str,
     Vec<(Op, Rt, &'static str, bool)>,
 );
@@ -110,6 +111,7 @@ type Request = (
 fn request() -> impl Strategy<Value = Request> {
     (
         prop::sample::select(ASKERS),
+        prop::collection::vec(prop::sample::select(GROUPS), 0..7),
         prop::sample::select(CLIENTS),
         prop::collection::vec(action(), 1..12),
     )
@@ -196,11 +198,16 @@ proptest! {
         };
         let direct = linked(&config);
         let dynamic = over_abi(&config);
-        for (asker, client, wanted) in &requests {
+        for (asker, groups, client, wanted) in &requests {
             let principal = Principal::parse(asker).unwrap();
+            let groups: Vec<Principal> = groups.iter().map(|g| Principal::parse(g).unwrap()).collect();
+            let scopes: Vec<String> = groups.iter().map(|g| format!("scope-{}", g.name)).collect();
             let address: IpAddr = client.parse().unwrap();
             let context = RequestContext::new(&principal, address, "PLAIN", 0, 9, 7)
-                .with_client_id(Some("client-é"));
+                .with_client_id(Some("client-é"))
+                .with_groups(groups.as_slice())
+                .with_scopes(scopes.as_slice())
+                .with_jti(groups.first().map(|g| g.name.as_str()));
             let actions: Vec<Action<'_>> = wanted
                 .iter()
                 .map(|&(op, rt, name, quiet)| {

@@ -1,7 +1,8 @@
 //! Heap allocations per authorized request on the hot path: `authorization::enforce` with the
 //! `acl` authorizer, on a producer's Produce and a consumer's Fetch, as the connection runs it
 //! (request context built from the session, a tracing subscriber at INFO installed, as
-//! `portcullis serve` does by default).
+//! `portcullis serve` does by default) — for a session without groups, and for a
+//! token-authenticated one allowed only through its group principals (the same budgets).
 //!
 //! A counting global allocator counts only the allocations of the thread that asked (the test
 //! harness runs other tests on other threads). Allocation counts are deterministic, so the
@@ -150,13 +151,20 @@ fn enforce_allocations_per_request() {
         Arc::new(Discard),
         AuditPolicy::new(false, true),
     ));
-    let session = requests::session();
+    let sessions = [
+        ("", requests::session()),
+        (", groups", requests::group_session()),
+    ];
     let mut over = Vec::new();
     with_production_logging(|| {
         for (setup, authorizer) in [("acl", &plain), ("acl + [audit]", &audited)] {
-            for case in cases() {
+            for ((kind, session), case) in sessions
+                .iter()
+                .flat_map(|s| cases().into_iter().map(move |c| (s, c)))
+            {
+                let setup = format!("{setup}{kind}");
                 let header = requests::parse(&case.frame);
-                let verdict = requests::authorize(authorizer, &session, &header, &case.frame);
+                let verdict = requests::authorize(authorizer, session, &header, &case.frame);
                 assert!(
                     matches!(verdict, Verdict::Forward { .. }),
                     "{}: {verdict:?}",
@@ -165,7 +173,7 @@ fn enforce_allocations_per_request() {
                 let (allocations, bytes) = per_call(200, || {
                     std::hint::black_box(requests::authorize(
                         authorizer,
-                        &session,
+                        session,
                         &header,
                         &case.frame,
                     ));
@@ -174,7 +182,7 @@ fn enforce_allocations_per_request() {
                     std::hint::black_box(requests::parse(&case.frame));
                 });
                 println!(
-                    "{setup:<14} {:<50} enforce: {allocations:>5.1} allocations, {bytes:>7.0} bytes; header parse: {header_allocations:.1}",
+                    "{setup:<22} {:<50} enforce: {allocations:>5.1} allocations, {bytes:>7.0} bytes; header parse: {header_allocations:.1}",
                     case.name
                 );
                 if allocations > case.budget {

@@ -4,6 +4,10 @@
 //!
 //! Small alphabets make names, prefixes, principals and hosts collide, so DENY/ALLOW
 //! interplay, prefixes of prefixes, `*`, `User:*`/`Group:*` and never-matching hosts all occur.
+//!
+//! Each ask also carries 0–3 group principals (a bearer token's groups): the model applies §6.2
+//! to the set {principal, its groups, `User:*`} — a DENY matching any denies, else an ALLOW
+//! matching any allows — and super users to the principal alone. With no groups it is Kafka's.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -49,8 +53,11 @@ const QUERY_NAMES: &[&str] = &[
     "a", "ab", "abc", "abcd", "b", "ba", "c", "*", "é", "éa", "hardcode", "hard",
 ];
 const PRINCIPALS: &[&str] = &[
-    "User:a", "User:b", "User:*", "Group:a", "Group:*", "User:a:b",
+    "User:a", "User:b", "User:*", "Group:a", "Group:*", "User:a:b", "Group:b",
 ];
+/// Groups a session may have: some ACLs name them, `Group:c` none does; `User:b` and the
+/// repeated ones test that a group is only ever one more principal to match.
+const GROUPS: &[&str] = &["Group:a", "Group:b", "Group:c", "Group:*", "User:b"];
 const ASKERS: &[&str] = &[
     "User:a", "User:b", "User:*", "Group:a", "User:c", "User:a:b",
 ];
@@ -87,6 +94,7 @@ struct Alphabet {
     query_names: &'static [&'static str],
     principals: &'static [&'static str],
     askers: &'static [&'static str],
+    groups: &'static [&'static str],
     hosts: &'static [&'static str],
     clients: &'static [&'static str],
     ops: fn() -> Vec<Op>,
@@ -99,6 +107,7 @@ const WIDE: Alphabet = Alphabet {
     query_names: QUERY_NAMES,
     principals: PRINCIPALS,
     askers: ASKERS,
+    groups: GROUPS,
     hosts: HOSTS,
     clients: CLIENTS,
     ops,
@@ -110,8 +119,9 @@ const DENSE: Alphabet = Alphabet {
     types: &[Rt::Topic],
     names: &["a", "ab", "abc", "b", "*"],
     query_names: &["a", "ab", "abc", "b", "c", "hardcode"],
-    principals: &["User:a", "User:*"],
+    principals: &["User:a", "User:*", "Group:g"],
     askers: &["User:a", "User:b"],
+    groups: &["Group:g", "Group:h"],
     hosts: &["*", "127.0.0.1"],
     clients: &["127.0.0.1", "10.0.0.1"],
     ops: || vec![Op::Read, Op::Write, Op::All, Op::Describe],
@@ -143,6 +153,7 @@ fn acl_strategy(alphabet: Alphabet) -> impl Strategy<Value = AclBinding> {
 #[derive(Clone, Debug)]
 struct Ask {
     principal: &'static str,
+    groups: Vec<&'static str>,
     client: &'static str,
     operation: Op,
     resource_type: Rt,
@@ -152,18 +163,22 @@ struct Ask {
 fn ask_strategy(alphabet: Alphabet) -> impl Strategy<Value = Ask> {
     (
         prop::sample::select(alphabet.askers),
+        prop::collection::vec(prop::sample::select(alphabet.groups), 0..4),
         prop::sample::select(alphabet.clients),
         prop::sample::select((alphabet.ops)()),
         prop::sample::select(alphabet.types),
         prop::sample::select(alphabet.query_names),
     )
-        .prop_map(|(principal, client, operation, resource_type, name)| Ask {
-            principal,
-            client,
-            operation,
-            resource_type,
-            name,
-        })
+        .prop_map(
+            |(principal, groups, client, operation, resource_type, name)| Ask {
+                principal,
+                groups,
+                client,
+                operation,
+                resource_type,
+                name,
+            },
+        )
 }
 
 // ---- the reference model -------------------------------------------------------------
@@ -179,8 +194,12 @@ fn parse_principal(s: &str) -> (&str, &str) {
 }
 
 impl Model<'_> {
-    fn principal_matches(acl: &AclBinding, who: &Principal) -> bool {
-        parse_principal(&acl.entry.principal) == (who.kind.as_str(), who.name.as_str())
+    /// The ACL names the principal, one of its groups, or `User:*`.
+    fn principal_matches(acl: &AclBinding, who: &Principal, groups: &[Principal]) -> bool {
+        let named = parse_principal(&acl.entry.principal);
+        std::iter::once(who)
+            .chain(groups)
+            .any(|p| named == (p.kind.as_str(), p.name.as_str()))
             || acl.entry.principal == "User:*"
     }
 
@@ -207,9 +226,11 @@ impl Model<'_> {
                 || (op == Op::DescribeConfigs && a == Op::AlterConfigs))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn matching<'m>(
         &'m self,
         who: &'m Principal,
+        groups: &'m [Principal],
         client: IpAddr,
         op: Op,
         rt: Rt,
@@ -217,7 +238,7 @@ impl Model<'_> {
     ) -> impl Iterator<Item = &'m AclBinding> + 'm {
         self.acls.iter().filter(move |a| {
             Self::applies(a, rt, name)
-                && Self::principal_matches(a, who)
+                && Self::principal_matches(a, who, groups)
                 && Self::host_matches(a, client)
                 && Self::op_matches(a, op)
         })
@@ -225,11 +246,20 @@ impl Model<'_> {
 
     // One branch per step of §6.2 step 8, even where two steps give the same answer.
     #[allow(clippy::if_same_then_else)]
-    fn authorize(&self, who: &Principal, client: IpAddr, op: Op, rt: Rt, name: &str) -> Decision {
+    fn authorize(
+        &self,
+        who: &Principal,
+        groups: &[Principal],
+        client: IpAddr,
+        op: Op,
+        rt: Rt,
+        name: &str,
+    ) -> Decision {
+        // Super users: the principal alone, never a group.
         if self.super_users.contains(&who.to_string().as_str()) {
             return Decision::Allowed;
         }
-        let matching: Vec<&AclBinding> = self.matching(who, client, op, rt, name).collect();
+        let matching: Vec<&AclBinding> = self.matching(who, groups, client, op, rt, name).collect();
         if matching.iter().any(|a| a.entry.permission == Perm::Deny) {
             Decision::Denied
         } else if matching.iter().any(|a| a.entry.permission == Perm::Allow) {
@@ -242,8 +272,15 @@ impl Model<'_> {
     }
 
     /// Kafka's `Authorizer.authorizeByResourceType` default method.
-    fn by_resource_type(&self, who: &Principal, client: IpAddr, op: Op, rt: Rt) -> Decision {
-        if self.authorize(who, client, op, rt, "hardcode") == Decision::Allowed {
+    fn by_resource_type(
+        &self,
+        who: &Principal,
+        groups: &[Principal],
+        client: IpAddr,
+        op: Op,
+        rt: Rt,
+    ) -> Decision {
+        if self.authorize(who, groups, client, op, rt, "hardcode") == Decision::Allowed {
             return Decision::Allowed;
         }
         let mut allow_literal = Vec::new();
@@ -252,7 +289,7 @@ impl Model<'_> {
         let mut deny_prefixed = Vec::new();
         let mut wildcard_allow = false;
         for a in self.acls.iter().filter(|a| a.pattern.resource_type == rt) {
-            if !Self::host_matches(a, client) || !Self::principal_matches(a, who) {
+            if !Self::host_matches(a, client) || !Self::principal_matches(a, who, groups) {
                 continue;
             }
             if a.entry.operation != op && a.entry.operation != Op::All {
@@ -285,6 +322,11 @@ impl Model<'_> {
 }
 
 fn context(ask: &Ask) -> RequestContext<'_> {
+    let groups: Vec<Principal> = ask
+        .groups
+        .iter()
+        .map(|g| Principal::parse(g).unwrap())
+        .collect();
     RequestContext::new(
         Principal::parse(ask.principal).unwrap(),
         ask.client.parse().unwrap(),
@@ -293,6 +335,7 @@ fn context(ask: &Ask) -> RequestContext<'_> {
         0,
         1,
     )
+    .with_groups(groups)
 }
 
 fn check(
@@ -359,8 +402,16 @@ fn check(
     for ask in &asks {
         let ctx = context(ask);
         let who = &ctx.principal;
+        let groups = &ctx.groups;
         let client = ctx.client_address;
-        let expected = model.authorize(who, client, ask.operation, ask.resource_type, ask.name);
+        let expected = model.authorize(
+            who,
+            groups,
+            client,
+            ask.operation,
+            ask.resource_type,
+            ask.name,
+        );
         let action = Action::new(ask.operation, ask.resource_type, ask.name);
         for az in [&authorizer, &reopened] {
             let got = az.authorize(&ctx, std::slice::from_ref(&action)).remove(0);
@@ -370,7 +421,14 @@ fn check(
             match &got.rule {
                 DecidingRule::MatchingAcl(b) => {
                     let witnesses: Vec<&AclBinding> = model
-                        .matching(who, client, ask.operation, ask.resource_type, ask.name)
+                        .matching(
+                            who,
+                            groups,
+                            client,
+                            ask.operation,
+                            ask.resource_type,
+                            ask.name,
+                        )
                         .collect();
                     prop_assert!(witnesses.contains(&&**b), "{:?} not matching", b);
                     let wanted = if expected == Decision::Allowed {
@@ -386,7 +444,8 @@ fn check(
                 DecidingRule::DefaultAllow => prop_assert!(allow_everyone),
                 _ => prop_assert_eq!(expected, Decision::Denied),
             }
-            let expected_rt = model.by_resource_type(who, client, ask.operation, ask.resource_type);
+            let expected_rt =
+                model.by_resource_type(who, groups, client, ask.operation, ask.resource_type);
             prop_assert_eq!(
                 az.authorize_by_resource_type(&ctx, ask.operation, ask.resource_type),
                 expected_rt,

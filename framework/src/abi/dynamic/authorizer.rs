@@ -16,7 +16,7 @@ use super::super::{
     AbiAction, AbiAuthorization, AbiBytes, AclCallFn, DECISION_ALLOWED, RULE_DEFAULT_ALLOW,
     RULE_DEFAULT_DENY, RULE_SUPER_USER, STATUS_OK,
 };
-use super::{abi_action, request_context, Instance};
+use super::{abi_action, request_context, ContextViews, Instance};
 use crate::acl::{AclBinding, AclBindingFilter, AclOperation, ResourceType};
 use crate::authorizer::{
     AclAdmin, AclAdminError, Action, Authorization, Authorizer, DecidingRule, Decision,
@@ -101,9 +101,11 @@ impl DynamicAuthorizer {
         answers: &mut [AbiAuthorization],
         decided: &mut dyn FnMut(usize, Authorization),
     ) {
-        let abi_context = request_context(context);
-        // SAFETY: a validated function and our instance; the context, the action array and the
-        // answer array (both the same length) are ours and outlive the call.
+        let views = ContextViews::of(context);
+        let abi_context = request_context(context, &views);
+        // SAFETY: a validated function and our instance; the context (and the views it points
+        // into), the action array and the answer array (both the same length) are ours and
+        // outlive the call.
         let status = unsafe {
             (self.functions.authorize)(
                 self.instance.as_ptr(),
@@ -188,8 +190,10 @@ impl Authorizer for DynamicAuthorizer {
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> Decision {
-        let abi_context = request_context(context);
-        // SAFETY: a validated function, our instance and a context that outlives the call.
+        let views = ContextViews::of(context);
+        let abi_context = request_context(context, &views);
+        // SAFETY: a validated function, our instance and a context (and views) that outlive the
+        // call.
         let decision = unsafe {
             (self.functions.authorize_by_resource_type)(
                 self.instance.as_ptr(),

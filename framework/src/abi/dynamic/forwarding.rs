@@ -8,7 +8,7 @@ use super::super::{
     AbiBytes, AbiRequestInfo, AbiRoute, ROUTE_CONTROLLER, ROUTE_LOCAL, ROUTE_REJECT,
     ROUTE_UPSTREAM, STATUS_OK,
 };
-use super::{abi_action, owned_name, request_context, CreateError, Instance};
+use super::{abi_action, owned_name, request_context, ContextViews, CreateError, Instance};
 use crate::authorizer::{Action, RequestContext};
 use crate::errors::ErrorCode;
 use crate::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
@@ -98,10 +98,11 @@ impl ForwardingPolicy for DynamicPolicy {
     }
 
     fn admits(&self, context: &RequestContext<'_>, action: &Action<'_>) -> bool {
-        let abi_context = request_context(context);
+        let views = ContextViews::of(context);
+        let abi_context = request_context(context, &views);
         let abi_action = abi_action(action);
-        // SAFETY: a validated function, our instance, and a context and action that outlive
-        // the call.
+        // SAFETY: a validated function, our instance, and a context (with its views) and action
+        // that outlive the call.
         unsafe { (self.functions.admits)(self.instance.as_ptr(), &abi_context, &abi_action) == 1 }
     }
 }

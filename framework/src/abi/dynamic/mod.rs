@@ -14,8 +14,8 @@ use portcullis_plugin_api::abi::sink::Parts;
 use super::tables::KindTable;
 use super::validate::ValidatedExport;
 use super::{
-    AbiAction, AbiBytes, AbiHostServices, AbiRequestContext, ACTION_LOG_IF_ALLOWED,
-    ACTION_LOG_IF_DENIED, STATUS_ERROR, STATUS_OK, STATUS_PANICKED,
+    AbiAction, AbiBytes, AbiHostServices, AbiPrincipal, AbiRequestContext, ACTION_LOG_IF_ALLOWED,
+    ACTION_LOG_IF_DENIED, REQUEST_CONTEXT_SIZE, STATUS_ERROR, STATUS_OK, STATUS_PANICKED,
 };
 use crate::authorizer::{Action, RequestContext};
 use crate::plugin::PluginError;
@@ -158,9 +158,46 @@ pub(crate) unsafe fn owned_name(
         .ok_or_else(|| CreateError::Broken(format!("gave an empty or non-UTF-8 {what}")))
 }
 
-/// A request context in C layout, borrowing `context`.
+/// How many groups and scopes of a context cross the ABI in arrays on the stack; more take one
+/// allocation per call.
+const INLINE_VIEWS: usize = 4;
+
+/// The C views of a context's groups and scopes, which its [`request_context`] points into: keep
+/// it alive (and in place) until the call that gets that context returns.
+pub(crate) struct ContextViews {
+    groups: smallvec::SmallVec<[AbiPrincipal; INLINE_VIEWS]>,
+    scopes: smallvec::SmallVec<[AbiBytes; INLINE_VIEWS]>,
+}
+
+impl ContextViews {
+    /// The views of `context`'s groups and scopes, borrowing them.
+    #[inline]
+    pub(crate) fn of(context: &RequestContext<'_>) -> Self {
+        Self {
+            groups: context
+                .groups
+                .iter()
+                .map(|group| AbiPrincipal {
+                    kind: AbiBytes::from_text(&group.kind),
+                    name: AbiBytes::from_text(&group.name),
+                })
+                .collect(),
+            scopes: context
+                .scopes
+                .iter()
+                .map(|scope| AbiBytes::from_text(scope))
+                .collect(),
+        }
+    }
+}
+
+/// A request context in C layout, borrowing `context` and `views` (its groups and scopes,
+/// [`ContextViews::of`] the same context).
 #[inline]
-pub(crate) fn request_context(context: &RequestContext<'_>) -> AbiRequestContext {
+pub(crate) fn request_context(
+    context: &RequestContext<'_>,
+    views: &ContextViews,
+) -> AbiRequestContext {
     AbiRequestContext {
         principal_type: AbiBytes::from_text(&context.principal.kind),
         principal_name: AbiBytes::from_text(&context.principal.name),
@@ -170,11 +207,31 @@ pub(crate) fn request_context(context: &RequestContext<'_>) -> AbiRequestContext
         api_version: context.api_version,
         correlation_id: context.correlation_id,
         has_client_id: u32::from(context.client_id.is_some()),
-        reserved: 0,
+        size: REQUEST_CONTEXT_SIZE,
         client_id: context
             .client_id
             .as_deref()
             .map_or(AbiBytes::EMPTY, AbiBytes::from_text),
+        groups: array(&views.groups),
+        group_count: views.groups.len(),
+        scopes: array(&views.scopes),
+        scope_count: views.scopes.len(),
+        has_jti: u32::from(context.jti.is_some()),
+        reserved: 0,
+        jti: context
+            .jti
+            .as_deref()
+            .map_or(AbiBytes::EMPTY, AbiBytes::from_text),
+    }
+}
+
+/// An array's pointer, null when it is empty (as the ABI says).
+#[inline]
+fn array<T>(items: &[T]) -> *const T {
+    if items.is_empty() {
+        std::ptr::null()
+    } else {
+        items.as_ptr()
     }
 }
 

@@ -16,13 +16,15 @@ use crate::principal::Principal;
 use crate::protocol::header::RequestHeader;
 use crate::reauth::ReauthScheduler;
 
-/// ACLs in a Vec; only `User:admin` may administer them.
+/// ACLs in a Vec; only `User:admin` and members of `Group:admins` may administer them.
 #[derive(Default)]
 struct Memory(Mutex<Vec<AclBinding>>);
 
 impl Authorizer for Memory {
     fn authorize(&self, context: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
-        let decision = if context.principal.name == "admin" {
+        let decision = if context.principal.name == "admin"
+            || context.groups.contains(&Principal::group("admins"))
+        {
             Decision::Allowed
         } else {
             Decision::Denied
@@ -86,6 +88,12 @@ impl AclAdmin for Memory {
 }
 
 fn session(user: &str) -> Session {
+    // `carol` authenticated with a bearer token whose groups claim holds `admins`.
+    let groups = if user == "carol" {
+        vec![Principal::group("admins")]
+    } else {
+        Vec::new()
+    };
     let principal = Principal::user(user);
     let ticket = ReauthScheduler::new().register(
         crate::credentials::CredentialId::scram(
@@ -101,6 +109,8 @@ fn session(user: &str) -> Session {
         lifetime_ms: None,
         token_id: None,
         reauth_started_at_ms: None,
+        groups,
+        token_claims: None,
         ticket,
     }
 }
@@ -165,6 +175,33 @@ fn match_filter(name: &str) -> DescribeAclsRequest {
         .with_host_filter(None)
         .with_operation(AclOperation::Any.code())
         .with_permission_type(PermissionType::Any.code())
+}
+
+/// Kafka accepts any principal type in an ACL; `Group:<name>` is what a session's groups match.
+/// A group's member is authorized as that group here too (ALTER on the cluster, asked of the
+/// authorizer with the session's groups).
+#[test]
+fn group_principals_are_accepted_and_a_groups_member_may_administer() {
+    let authorizer: Arc<dyn Authorizer> = Arc::new(Memory::default());
+    let [describe, create, _] = AclApis::handlers(Some(authorizer));
+    let request = CreateAclsRequest::default().with_creations(vec![creation(
+        ResourceType::Topic,
+        "orders",
+        PatternType::Literal,
+        "Group:readers",
+        AclOperation::Read,
+    )]);
+    let refused: CreateAclsResponse = call(create.as_ref(), "dave", 3, &request);
+    assert_eq!(refused.results[0].error_code, 31, "{refused:?}");
+    let created: CreateAclsResponse = call(create.as_ref(), "carol", 3, &request);
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    let described: DescribeAclsResponse =
+        call(describe.as_ref(), "carol", 3, &match_filter("orders"));
+    assert_eq!(described.error_code, 0);
+    assert_eq!(
+        described.resources[0].acls[0].principal.to_string(),
+        "Group:readers"
+    );
 }
 
 #[test]

@@ -188,6 +188,8 @@ impl Node {
             lifetime_ms: None,
             token_id: token.map(str::to_owned),
             reauth_started_at_ms: None,
+            groups: Vec::new(),
+            token_claims: None,
         };
         let request = LocalRequest {
             header: &header,
@@ -516,6 +518,8 @@ fn a_renew_that_loses_a_race_with_an_expire_is_decided_again() {
         lifetime_ms: None,
         token_id: None,
         reauth_started_at_ms: None,
+        groups: Vec::new(),
+        token_claims: None,
     };
     let request = LocalRequest {
         header: &header,

@@ -114,6 +114,8 @@ fn session() -> Session {
         lifetime_ms: None,
         token_id: None,
         reauth_started_at_ms: None,
+        groups: Vec::new(),
+        token_claims: None,
         ticket,
     }
 }

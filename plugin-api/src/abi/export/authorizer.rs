@@ -11,7 +11,7 @@ use super::super::layout::{
     STATUS_PANICKED,
 };
 use super::super::sink::emit;
-use super::scratch::with_request;
+use super::scratch::{read_context, with_request};
 use super::{contain, export, instance, reported};
 use crate::acl::{AclOperation, ResourceType};
 use crate::authorizer::{AclAdmin, Authorization, Authorizer, DecidingRule, Decision};
@@ -82,7 +82,7 @@ unsafe extern "C" fn authorize<T: Plugin + Authorizer>(
                 return STATUS_ERROR;
             };
             // SAFETY: the host lends the context for the call, or passes null.
-            let Some(context) = (unsafe { context.as_ref() }) else {
+            let Some(context) = (unsafe { read_context(context) }) else {
                 return STATUS_ERROR;
             };
             if count > 0 && (actions.is_null() || out.is_null()) {
@@ -102,7 +102,7 @@ unsafe extern "C" fn authorize<T: Plugin + Authorizer>(
             };
             // SAFETY: every view inside is borrowed from the host for the call.
             let done = unsafe {
-                with_request(context, actions, |request, actions| {
+                with_request(&context, actions, |request, actions| {
                     authorizer.authorize_each(request, actions, &mut |i, authorization| {
                         if let Some(slot) = out.get_mut(i) {
                             *slot = answer(&authorization);
@@ -131,14 +131,14 @@ unsafe extern "C" fn authorize_by_resource_type<T: Plugin + Authorizer>(
             // SAFETY: as for `authorize`.
             let (Some(authorizer), Some(context)) =
                 (unsafe { instance::<T>(instance_ptr) }, unsafe {
-                    context.as_ref()
+                    read_context(context)
                 })
             else {
                 return DECISION_DENIED;
             };
             // SAFETY: borrowed from the host for the call.
             let decision = unsafe {
-                with_request(context, &[], |request, _| {
+                with_request(&context, &[], |request, _| {
                     authorizer.authorize_by_resource_type(
                         request,
                         AclOperation::from_code(code(operation)),

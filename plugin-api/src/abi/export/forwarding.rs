@@ -8,7 +8,7 @@ use super::super::layout::{
     ForwardingPolicyTable, PluginExport, PluginKind, ROUTE_CONTROLLER, ROUTE_LOCAL, ROUTE_REJECT,
     ROUTE_UNSET, ROUTE_UPSTREAM, STATUS_ERROR, STATUS_OK, STATUS_PANICKED,
 };
-use super::scratch::{with_principal, with_request};
+use super::scratch::{read_context, with_principal, with_request};
 use super::{contain, export, instance};
 use crate::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use crate::host::Host;
@@ -163,18 +163,22 @@ unsafe extern "C" fn admits<T: Plugin + ForwardingPolicy>(
             // for the call, or null.
             let (Some(instance), Some(context), Some(action)) = (
                 unsafe { instance::<Instance<T>>(instance_ptr) },
-                unsafe { context.as_ref() },
+                unsafe { read_context(context) },
                 unsafe { action.as_ref() },
             ) else {
                 return 0;
             };
             // SAFETY: borrowed from the host for the call.
             let admitted = unsafe {
-                with_request(context, std::slice::from_ref(action), |request, actions| {
-                    actions
-                        .first()
-                        .is_some_and(|action| instance.policy.admits(request, action))
-                })
+                with_request(
+                    &context,
+                    std::slice::from_ref(action),
+                    |request, actions| {
+                        actions
+                            .first()
+                            .is_some_and(|action| instance.policy.admits(request, action))
+                    },
+                )
             };
             u32::from(admitted == Some(true))
         },

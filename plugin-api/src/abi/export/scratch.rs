@@ -1,14 +1,15 @@
 //! Turning the host's C views of a request back into the API's borrowed types without
-//! allocating on every call: the principal's strings are kept per thread and reused, the
-//! actions borrow the host's names and sit on the stack (the authorizer runs on the request
-//! path; see docs/benchmarks.md).
+//! allocating on every call: the principal's strings (and a bearer token's group principals and
+//! scopes) are kept per thread and reused, the actions borrow the host's names and sit on the
+//! stack (the authorizer runs on the request path; see docs/benchmarks.md).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::net::IpAddr;
 
 use super::super::layout::{
-    AbiAction, AbiBytes, AbiRequestContext, ACTION_LOG_IF_ALLOWED, ACTION_LOG_IF_DENIED,
+    AbiAction, AbiBytes, AbiPrincipal, AbiRequestContext, ACTION_LOG_IF_ALLOWED,
+    ACTION_LOG_IF_DENIED, REQUEST_CONTEXT_SIZE, REQUEST_CONTEXT_SIZE_V1,
 };
 use crate::acl::{AclOperation, PatternType, ResourceType};
 use crate::authorizer::{Action, ActionResource, RequestContext};
@@ -19,6 +20,10 @@ use smallvec::SmallVec;
 #[derive(Default)]
 struct Scratch {
     principal: Option<Principal>,
+    /// The group principals of the latest request (only the first ones may be in use).
+    groups: Vec<Principal>,
+    /// The scopes of the latest request (idem).
+    scopes: Vec<String>,
 }
 
 thread_local! {
@@ -41,15 +46,122 @@ fn fill<'p>(principal: &'p mut Option<Principal>, kind: &str, name: &str) -> &'p
         kind: String::new(),
         name: String::new(),
     });
-    if principal.kind != kind {
-        principal.kind.clear();
-        principal.kind.push_str(kind);
-    }
-    if principal.name != name {
-        principal.name.clear();
-        principal.name.push_str(name);
-    }
+    set(&mut principal.kind, kind);
+    set(&mut principal.name, name);
     principal
+}
+
+/// `text` holding `value`, reusing its allocation.
+#[inline]
+fn set(text: &mut String, value: &str) {
+    if text != value {
+        text.clear();
+        text.push_str(value);
+    }
+}
+
+/// A context the host lends, read as far as the host wrote it: the fields after `client_id`
+/// only when its `size` says they are there, else they read as empty (`None` for a null
+/// pointer).
+///
+/// # Safety
+///
+/// `context` is null or points to an [`AbiRequestContext`] the host lends for the call, at
+/// least [`REQUEST_CONTEXT_SIZE_V1`] bytes long, and as long as its `size` says when that is
+/// [`REQUEST_CONTEXT_SIZE`] or more.
+pub(crate) unsafe fn read_context(context: *const AbiRequestContext) -> Option<AbiRequestContext> {
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and `size` lies within the first REQUEST_CONTEXT_SIZE_V1 bytes, which
+    // every host lends.
+    let size = unsafe { std::ptr::addr_of!((*context).size).read_unaligned() };
+    let len = if size >= REQUEST_CONTEXT_SIZE {
+        REQUEST_CONTEXT_SIZE
+    } else {
+        REQUEST_CONTEXT_SIZE_V1
+    };
+    let mut copy = AbiRequestContext::EMPTY;
+    // SAFETY: the host lends at least `len` readable bytes (caller), our copy has
+    // REQUEST_CONTEXT_SIZE ≥ `len`; every bit pattern of the copied prefix is valid (integers and
+    // raw pointers), and the rest keeps the empty values above.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            context.cast::<u8>(),
+            (&mut copy as *mut AbiRequestContext).cast::<u8>(),
+            len as usize,
+        );
+    }
+    Some(copy)
+}
+
+/// An array the host lends for the call (`None` for a null or misaligned pointer with a
+/// non-zero length, or a length no allocation can have).
+///
+/// # Safety
+///
+/// Unless `ptr` is null or `len` 0, `ptr` points to `len` initialised elements that stay valid
+/// and unchanged for `'a`.
+#[inline]
+unsafe fn host_array<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    if ptr.is_null()
+        || !ptr.is_aligned()
+        || len > (isize::MAX as usize) / std::mem::size_of::<T>().max(1)
+    {
+        return None;
+    }
+    // SAFETY: non-null, aligned, within isize::MAX bytes, and (caller) valid for 'a.
+    Some(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// `buffer`'s first `groups.len()` entries holding the host's group principals, reusing the
+/// strings of earlier calls (`None` for a malformed buffer).
+///
+/// # Safety
+///
+/// Every byte view in `groups` is borrowed from the host for the call, and UTF-8.
+unsafe fn fill_groups<'b>(
+    buffer: &'b mut Vec<Principal>,
+    groups: &[AbiPrincipal],
+) -> Option<&'b [Principal]> {
+    for (i, group) in groups.iter().enumerate() {
+        // SAFETY: forwarded from the caller.
+        let (kind, name) = unsafe { (host_str(group.kind)?, host_str(group.name)?) };
+        match buffer.get_mut(i) {
+            Some(slot) => {
+                set(&mut slot.kind, kind);
+                set(&mut slot.name, name);
+            }
+            None => buffer.push(Principal {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+            }),
+        }
+    }
+    buffer.get(..groups.len())
+}
+
+/// `buffer`'s first `scopes.len()` entries holding the host's scopes, reusing their strings.
+///
+/// # Safety
+///
+/// As for [`fill_groups`].
+unsafe fn fill_scopes<'b>(
+    buffer: &'b mut Vec<String>,
+    scopes: &[AbiBytes],
+) -> Option<&'b [String]> {
+    for (i, scope) in scopes.iter().enumerate() {
+        // SAFETY: forwarded from the caller.
+        let scope = unsafe { host_str(*scope) }?;
+        match buffer.get_mut(i) {
+            Some(slot) => set(slot, scope),
+            None => buffer.push(scope.to_owned()),
+        }
+    }
+    buffer.get(..scopes.len())
 }
 
 /// Text the host lends for the call.
@@ -93,8 +205,8 @@ pub(crate) unsafe fn with_principal<R>(
 ///
 /// # Safety
 ///
-/// `context` and every byte view in it and in `actions` are borrowed from the host for the
-/// duration of the call, and UTF-8.
+/// `context` (as [`read_context`] returns it) and every byte view and array in it and in
+/// `actions` are borrowed from the host for the duration of the call, and UTF-8.
 pub(crate) unsafe fn with_request<R>(
     context: &AbiRequestContext,
     actions: &[AbiAction],
@@ -112,6 +224,18 @@ pub(crate) unsafe fn with_request<R>(
         0 => None,
         // SAFETY: forwarded from the caller.
         _ => Some(unsafe { host_str(context.client_id) }?),
+    };
+    let jti = match context.has_jti {
+        0 => None,
+        // SAFETY: forwarded from the caller.
+        _ => Some(unsafe { host_str(context.jti) }?),
+    };
+    // SAFETY: forwarded from the caller (null and 0 from a host without them).
+    let (groups, scopes) = unsafe {
+        (
+            host_array(context.groups, context.group_count)?,
+            host_array(context.scopes, context.scope_count)?,
+        )
     };
     // One action (a produce to one topic, the common case) needs no buffer at all.
     let single;
@@ -131,7 +255,19 @@ pub(crate) unsafe fn with_request<R>(
         }
     };
     with_scratch(|scratch| {
-        let principal = fill(&mut scratch.principal, kind, name);
+        let Scratch {
+            principal,
+            groups: group_buffer,
+            scopes: scope_buffer,
+        } = scratch;
+        let principal = fill(principal, kind, name);
+        // SAFETY: forwarded from the caller.
+        let (groups, scopes) = unsafe {
+            (
+                fill_groups(group_buffer, groups)?,
+                fill_scopes(scope_buffer, scopes)?,
+            )
+        };
         let request = RequestContext::new(
             principal,
             IpAddr::from(context.address),
@@ -140,7 +276,10 @@ pub(crate) unsafe fn with_request<R>(
             context.api_version,
             context.correlation_id,
         )
-        .with_client_id(client_id);
+        .with_client_id(client_id)
+        .with_groups(groups)
+        .with_scopes(scopes)
+        .with_jti(jti);
         Some(f(&request, converted))
     })
 }

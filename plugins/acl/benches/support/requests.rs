@@ -113,6 +113,31 @@ pub fn authorizer() -> Arc<dyn Authorizer> {
         Read,
         Deny,
     ));
+    // What a member of the order teams may do through its token's groups alone.
+    acls.push(binding(
+        Topic,
+        Prefixed,
+        "orders-",
+        "Group:orders-writers",
+        Write,
+        Allow,
+    ));
+    acls.push(binding(
+        Topic,
+        Prefixed,
+        "orders-",
+        "Group:orders-readers",
+        Read,
+        Allow,
+    ));
+    acls.push(binding(
+        Group,
+        Prefixed,
+        "orders-",
+        "Group:orders-readers",
+        Read,
+        Allow,
+    ));
     let records = acls
         .into_iter()
         .map(|binding| MetadataRecord::Acl { binding })
@@ -211,6 +236,8 @@ pub fn fetch(topics: &[String], partitions: i32) -> Bytes {
 /// What the connection holds for the whole session.
 pub struct Session {
     pub principal: Principal,
+    /// The group principals of the session's bearer token (none for SCRAM or PLAIN).
+    pub groups: Vec<Principal>,
     pub client_address: IpAddr,
     pub listener: String,
 }
@@ -218,8 +245,22 @@ pub struct Session {
 pub fn session() -> Session {
     Session {
         principal: Principal::user(USER),
+        groups: Vec::new(),
         client_address: IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)),
         listener: "SASL_PLAINTEXT".to_owned(),
+    }
+}
+
+/// A token-authenticated member of the order teams, allowed only through its groups (one of
+/// which no ACL names, one a team's).
+pub fn group_session() -> Session {
+    Session {
+        principal: Principal::user("orders-member"),
+        groups: ["orders-writers", "all-staff", "orders-readers", "team7"]
+            .into_iter()
+            .map(Principal::group)
+            .collect(),
+        ..session()
     }
 }
 
@@ -239,7 +280,8 @@ pub fn authorize(
         header.api_version,
         header.correlation_id,
     )
-    .with_client_id(header.client_id.as_deref());
+    .with_client_id(header.client_id.as_deref())
+    .with_groups(session.groups.as_slice());
     enforce_verdict(authorizer, &context, header, frame)
 }
 

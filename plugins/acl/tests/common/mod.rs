@@ -84,6 +84,16 @@ pub fn ctx(principal: &str, host: &str) -> RequestContext<'static> {
     )
 }
 
+/// A context whose session has these group principals (`Group:readers`, ...), as a bearer
+/// token's groups claim gives them.
+pub fn ctx_with_groups(principal: &str, groups: &[&str], host: &str) -> RequestContext<'static> {
+    let groups: Vec<Principal> = groups
+        .iter()
+        .map(|g| Principal::parse(g).unwrap())
+        .collect();
+    ctx(principal, host).with_groups(groups)
+}
+
 impl Fixture {
     pub fn add(&self, bindings: &[AclBinding]) {
         for r in self.authorizer.create_acls(bindings) {
@@ -99,7 +109,20 @@ impl Fixture {
         rt: ResourceType,
         name: &str,
     ) -> Authorization {
-        let context = ctx(principal, host);
+        self.check_with_groups(principal, &[], host, op, rt, name)
+    }
+
+    /// [`Fixture::check`] for a session with group principals.
+    pub fn check_with_groups(
+        &self,
+        principal: &str,
+        groups: &[&str],
+        host: &str,
+        op: AclOperation,
+        rt: ResourceType,
+        name: &str,
+    ) -> Authorization {
+        let context = ctx_with_groups(principal, groups, host);
         let action = Action::new(op, rt, name);
         let mut out = self
             .authorizer
@@ -123,6 +146,26 @@ impl Fixture {
         name: &str,
     ) -> bool {
         self.check(principal, host, op, rt, name).decision
+            == portcullis::authorizer::Decision::Allowed
+    }
+
+    /// Whether a session from 127.0.0.1 with these groups may perform `op` on topic `name`.
+    pub fn allowed_with_groups(
+        &self,
+        principal: &str,
+        groups: &[&str],
+        op: AclOperation,
+        name: &str,
+    ) -> bool {
+        self.check_with_groups(
+            principal,
+            groups,
+            "127.0.0.1",
+            op,
+            ResourceType::Topic,
+            name,
+        )
+        .decision
             == portcullis::authorizer::Decision::Allowed
     }
 }
