@@ -307,6 +307,7 @@ fn serve(path: &Path) -> anyhow::Result<()> {
     // Leave the election now, so another node takes over without waiting for the session
     // timeout.
     node.store.shutdown();
+    node.shutdown_background();
     drop(runtime);
     telemetry.shutdown();
     served
@@ -328,6 +329,11 @@ fn check_config(path: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     let config = load_config(path)?;
     let assembly = node::assemble(&config, &HostContext::offline())?;
     warn_refused(&assembly.plugins);
+    if let Some(section) = &config.oauthbearer {
+        for warning in crate::oauth::warnings(section) {
+            eprintln!("warning: {warning}");
+        }
+    }
     writeln!(out, "configuration OK: {}", path.display())?;
     write_summary(&config, &assembly, out)?;
     Ok(())
@@ -373,6 +379,9 @@ fn write_summary(config: &Config, assembly: &Assembly, out: &mut dyn Write) -> i
     )?;
     let mechanisms: Vec<&str> = assembly.mechanisms.iter().map(|m| m.name()).collect();
     writeln!(out, "  mechanisms:  {}", mechanisms.join(", "))?;
+    if let Some(section) = &config.oauthbearer {
+        writeln!(out, "  oauthbearer: {}", crate::oauth::summary(section))?;
+    }
     let protocol = upstream.security_protocol.name();
     let login = match &assembly.upstream_login {
         Some(login) if upstream.security_protocol.uses_sasl() => format!(

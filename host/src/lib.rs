@@ -7,6 +7,8 @@ pub mod cluster;
 pub mod config;
 pub mod delegated_config;
 pub mod node;
+pub mod oauth;
+pub mod oauth_login;
 pub mod plugin_config;
 pub mod plugin_loader;
 pub mod server;

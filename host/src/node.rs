@@ -82,6 +82,9 @@ pub struct Node {
     pub context: HostContext,
     /// The event subscribers' counts.
     pub subscribers: Vec<SubscriberStats>,
+    /// OAUTHBEARER's validator and what keeps it working (its key set's refresher, on the
+    /// OAuth runtime), when `listener.sasl_mechanisms` enables it.
+    pub oauth: Option<crate::oauth::OAuthBearer>,
 }
 
 impl fmt::Debug for Node {
@@ -195,6 +198,23 @@ pub enum NodeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// OAUTHBEARER cannot start: a URL outside `allowed_urls`, a key set or provider
+    /// configuration that cannot be fetched (the message names the key and the URL).
+    #[error(transparent)]
+    OAuthBearer(#[from] crate::oauth::OAuthError),
+    /// `upstream.sasl_mechanism` names another mechanism than the `[upstream.login]` module's.
+    #[error(
+        "upstream.sasl_mechanism: `{configured}`, but the login module `{module}` logs in with \
+         {mechanism}; remove the key or set it to {mechanism}"
+    )]
+    UpstreamMechanismMismatch {
+        /// What the key says.
+        configured: String,
+        /// The login module.
+        module: String,
+        /// Its mechanism.
+        mechanism: String,
+    },
     /// `accept_token_without_extension` is on and SCRAM users have token-id-shaped names.
     #[error(
         "delegation_tokens.accept_token_without_extension: SCRAM user(s) {} have names shaped like \
@@ -272,7 +292,15 @@ impl Node {
             Arc::clone(&credentials) as Arc<dyn CredentialView>,
             token_view,
         );
-        let assembly = assemble(&config, &context)?;
+        // OAUTHBEARER's start-up I/O (discovery, the first key set): a validator that cannot
+        // verify tokens refuses the start.
+        let oauth = match &config.oauthbearer {
+            Some(section) if oauth_enabled(&config) => {
+                Some(crate::oauth::OAuthBearer::start(section)?)
+            }
+            _ => None,
+        };
+        let assembly = assemble_with(&config, &context, oauth.as_ref())?;
         let authorizer = build_authorizer(&config, &context, &assembly, &store.shared(), &events)?;
         // A policy that refuses actions is enforced through the authorization map: its refusals
         // come before the authorizer's decisions (which allow everything when there is none).
@@ -385,7 +413,17 @@ impl Node {
             plugins: assembly.plugins,
             context,
             subscribers,
+            oauth,
         })
+    }
+
+    /// Stops what the node runs in the background besides the listener: the OAUTHBEARER key
+    /// set's refresher and the OAuth runtime. (The store, writer and event threads stop as the
+    /// node is dropped.)
+    pub fn shutdown_background(&self) {
+        if let Some(oauth) = &self.oauth {
+            oauth.shutdown();
+        }
     }
 
     /// The plugin metrics and subscriber counts.
@@ -658,14 +696,44 @@ fn refuse_token_shaped_users(credentials: &InMemoryCredentials) -> Result<(), No
 /// [`NodeError`] for an unknown or doubly provided plugin or mechanism, a plugin that refused its
 /// configuration, or a configuration table that names no plugin.
 pub fn assemble(config: &Config, context: &HostContext) -> Result<Assembly, NodeError> {
+    // No I/O here: OAUTHBEARER is built with a validator that fetches nothing.
+    let offline = match &config.oauthbearer {
+        Some(section) if oauth_enabled(config) => {
+            Some(crate::oauth::OAuthBearer::offline(section)?)
+        }
+        _ => None,
+    };
+    assemble_with(config, context, offline.as_ref())
+}
+
+/// Whether `listener.sasl_mechanisms` enables OAUTHBEARER.
+fn oauth_enabled(config: &Config) -> bool {
+    config
+        .listener
+        .sasl_mechanisms
+        .iter()
+        .any(|m| m == crate::config::OAUTHBEARER)
+}
+
+/// [`assemble`] with OAUTHBEARER already built (started, by [`Node::build`]).
+fn assemble_with(
+    config: &Config,
+    context: &HostContext,
+    oauth: Option<&crate::oauth::OAuthBearer>,
+) -> Result<Assembly, NodeError> {
     let tables = PluginTables::new(&config.plugins)?;
     let plugins = match &config.plugins.dir {
         Some(dir) => load_plugin_dir(dir, &tables, context),
         None => PluginLoadReport::default(),
     };
     check_tables(&tables, &plugins)?;
-    let mechanisms =
-        resolve_mechanisms(&config.listener.sasl_mechanisms, context, &plugins, &tables)?;
+    let mechanisms = resolve_mechanisms(
+        &config.listener.sasl_mechanisms,
+        context,
+        &plugins,
+        &tables,
+        oauth.map(crate::oauth::OAuthBearer::mechanism),
+    )?;
     let principal_builder = build_principal_builder(config, context, &plugins, &tables)?;
     let policy = build_policy(config, context, &plugins, &tables)?;
     let upstream_login = upstream_login(config, context, &plugins, &tables)?;
@@ -760,6 +828,11 @@ fn unknown(
 pub fn builtins() -> Vec<(PluginKind, &'static str, CheckConfigFn)> {
     let mut all: Vec<(PluginKind, &'static str, CheckConfigFn)> = Vec::new();
     all.extend(registry::mechanisms().map(|f| (PluginKind::SaslMechanism, f.name, f.check_config)));
+    // OAUTHBEARER is built by the host from `[oauthbearer]` (its validator needs host I/O), not
+    // from a registered factory.
+    if !all.iter().any(|(_, name, _)| *name == OAUTHBEARER) {
+        all.push((PluginKind::SaslMechanism, OAUTHBEARER, oauth_table_check));
+    }
     all.extend(registry::authorizers().map(|f| (PluginKind::Authorizer, f.name, f.check_config)));
     all.extend(
         registry::principal_builders()
@@ -815,12 +888,30 @@ fn check_tables(tables: &PluginTables, plugins: &PluginLoadReport) -> Result<(),
     Ok(())
 }
 
-/// Resolves each enabled name to a built-in mechanism or a loaded plugin's mechanism.
+/// OAUTHBEARER's name.
+const OAUTHBEARER: &str = crate::config::OAUTHBEARER;
+
+/// OAUTHBEARER is configured in `[oauthbearer]`: a `[plugins.config.OAUTHBEARER]` table is a
+/// mistake worth naming.
+fn oauth_table_check(text: &str) -> Result<(), portcullis_plugin_api::ConfigError> {
+    if text.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(portcullis_plugin_api::ConfigError::new(
+            "OAUTHBEARER is configured in the [oauthbearer] table, not in [plugins.config.OAUTHBEARER]",
+            None,
+        ))
+    }
+}
+
+/// Resolves each enabled name to a built-in mechanism or a loaded plugin's mechanism;
+/// OAUTHBEARER is `oauth`, the one the host built.
 fn resolve_mechanisms(
     enabled: &[String],
     context: &HostContext,
     plugins: &PluginLoadReport,
     tables: &PluginTables,
+    oauth: Option<Arc<dyn SaslMechanism>>,
 ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
     let loaded: Vec<(&Path, Arc<dyn SaslMechanism>)> = plugins
         .loaded
@@ -833,8 +924,21 @@ fn resolve_mechanisms(
     enabled
         .iter()
         .map(|name| {
-            let builtin = registry::mechanisms().find(|f| f.name == name);
             let mut providers = loaded.iter().filter(|(_, m)| m.name() == name);
+            if name == OAUTHBEARER {
+                return match (providers.next(), &oauth) {
+                    (Some((path, _)), _) => {
+                        Err(duplicate(name, "the built-in mechanism".to_owned(), path))
+                    }
+                    (None, Some(mechanism)) => Ok(Arc::clone(mechanism)),
+                    // Config::validate refuses OAUTHBEARER without [oauthbearer].
+                    (None, None) => Err(NodeError::OAuthBearer(crate::oauth::OAuthError::Config {
+                        key: "listener.sasl_mechanisms".to_owned(),
+                        reason: "OAUTHBEARER needs an [oauthbearer] table".to_owned(),
+                    })),
+                };
+            }
+            let builtin = registry::mechanisms().find(|f| f.name == name);
             match (builtin, providers.next()) {
                 (Some(_), Some((path, _))) => {
                     Err(duplicate(name, "the built-in mechanism".to_owned(), path))
@@ -897,6 +1001,7 @@ fn unknown_mechanism(
 /// The names of the built-in mechanisms, sorted.
 pub fn builtin_mechanism_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = registry::mechanisms().map(|f| f.name).collect();
+    names.push(OAUTHBEARER);
     names.sort_unstable();
     names.dedup();
     names
@@ -1012,6 +1117,16 @@ fn upstream_login(
         plugins,
         tables,
     )?;
+    // With its own login module, `sasl_mechanism` is optional; when given, it must agree.
+    if let Some(configured) = upstream.sasl_mechanism.as_deref() {
+        if name != portcullis_plugin_login::PASSWORD_LOGIN && configured != module.mechanism() {
+            return Err(NodeError::UpstreamMechanismMismatch {
+                configured: configured.to_owned(),
+                module: name.to_owned(),
+                mechanism: module.mechanism().to_owned(),
+            });
+        }
+    }
     Ok(Some(Arc::new(ResolvedLogin::new(module))))
 }
 

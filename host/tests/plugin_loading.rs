@@ -12,6 +12,7 @@
 
 mod plugin_common;
 use plugin_common::*;
+use portcullis::sasl::TokenClaims;
 
 // ---- The directory --------------------------------------------------------------------------
 
@@ -343,6 +344,7 @@ fn the_auth_log_appends_a_json_line_per_authentication_outcome() {
         principal: Principal::user("alice"),
         mechanism: "SCRAM-SHA-512".into(),
         client_address: IpAddr::from([10, 1, 2, 3]),
+        token_claims: None,
     });
     subscriber.on_event(&Event::AclsChanged {
         created: 1,
@@ -362,8 +364,27 @@ fn the_auth_log_appends_a_json_line_per_authentication_outcome() {
     assert_eq!(lines[0]["event"], "SessionAuthenticated");
     assert_eq!(lines[0]["principal"], "User:alice");
     assert_eq!(lines[0]["client"], "10.1.2.3");
+    assert!(lines[0]["groups"].is_null());
     assert_eq!(lines[1]["event"], "AuthenticationFailed");
     assert_eq!(lines[1]["mechanism"], "PLAIN");
+
+    // A bearer token's claims cross the C ABI to the library with the event.
+    subscriber.on_event(&Event::SessionReauthenticated {
+        principal: Principal::user("carol"),
+        mechanism: "OAUTHBEARER".into(),
+        client_address: IpAddr::from([10, 1, 2, 5]),
+        token_claims: Some(TokenClaims::new(
+            vec!["kafka.read".into()],
+            vec!["readers".into(), "ops".into()],
+            Some("jti-42".into()),
+        )),
+    });
+    let text = std::fs::read_to_string(&path).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "SessionReauthenticated");
+    assert_eq!(last["principal"], "User:carol");
+    assert_eq!(last["groups"], serde_json::json!(["readers", "ops"]));
+    assert_eq!(last["jti"], "jti-42");
 }
 
 // ---- Panics are contained, kind by kind ----------------------------------------------------------

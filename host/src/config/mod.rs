@@ -22,6 +22,7 @@ mod authorization;
 mod limits;
 mod listener;
 mod node;
+mod oauthbearer;
 mod parse;
 mod secret_string;
 mod store;
@@ -34,6 +35,7 @@ pub use authorization::*;
 pub use limits::*;
 pub use listener::*;
 pub use node::*;
+pub use oauthbearer::{OAuthBearerConfig, ValidatorKind, INTROSPECTION_SECRET_KEY, OAUTHBEARER};
 use parse::*;
 pub use store::*;
 pub use tokens::{DelegationTokensConfig, TOKEN_SECRET_KEY};
@@ -85,6 +87,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// The inter-node listener of a cluster of nodes (`[store] kind = "kafka"`).
     pub cluster: Option<ClusterConfig>,
+    /// The OAUTHBEARER mechanism's token validator; required when `listener.sasl_mechanisms`
+    /// enables OAUTHBEARER.
+    pub oauthbearer: Option<OAuthBearerConfig>,
 }
 
 pub use crate::plugin_config::{
@@ -103,7 +108,7 @@ pub const ENV_SEPARATOR: &str = "__";
 pub const UPSTREAM_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// The top-level tables, used to recognise a mistyped override such as `PORTCULLIS_LISTENER_ADDRESS`.
-const SECTIONS: [&str; 15] = [
+const SECTIONS: [&str; 16] = [
     "node",
     "plugins",
     "listener",
@@ -119,6 +124,7 @@ const SECTIONS: [&str; 15] = [
     "events",
     "store",
     "cluster",
+    "oauthbearer",
 ];
 /// The key read from the environment verbatim instead of through figment's value parser, which
 /// would turn `1234` into a number, and whose errors would quote it.
@@ -212,7 +218,7 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
         // Variables without a separator are not configuration keys (scripts use
         // PORTCULLIS_CACHE and the like); `scan` has already refused mistyped keys.
         .filter(|key| key.as_str().contains('.'))
-        .ignore(&[PASSWORD_KEY, TOKEN_SECRET_KEY]);
+        .ignore(&[PASSWORD_KEY, TOKEN_SECRET_KEY, INTROSPECTION_SECRET_KEY]);
     let mut config: Config = Figment::new()
         .merge(Toml::string(&text))
         .merge(env)
@@ -226,6 +232,23 @@ fn load_with_env_prefix(path: &Path, prefix: &str) -> Result<Config, ConfigError
     } else if config.delegation_tokens.secret.is_some() {
         // The secret came from the file: the file must not be readable by other users.
         tokens::check_secret_file(path)?;
+    }
+    if let Some(section) = config.oauthbearer.as_mut() {
+        // Taken verbatim, like the upstream password; without the table it has nothing to set.
+        let var = overrides
+            .keys
+            .iter()
+            .find(|(key, _)| key == INTROSPECTION_SECRET_KEY)
+            .map(|(_, var)| var.clone());
+        if let Some(var) = var {
+            let value = std::env::var(&var).map_err(|_| ConfigError::Env {
+                var,
+                message: "not valid UTF-8".to_owned(),
+            })?;
+            section.introspection_client_secret = Some(Secret::new(value));
+        } else if section.introspection_client_secret.is_some() {
+            oauthbearer::warn_if_secret_readable(path);
+        }
     }
     config.validate()?;
     config.plugins.source = Some(ConfigSource {
@@ -257,6 +280,7 @@ impl Config {
         self.delegation_tokens.validate()?;
         self.events.validate()?;
         self.store.validate(self.cluster.as_ref(), &self.upstream)?;
+        oauthbearer::validate_section(self.oauthbearer.as_ref(), &self.listener)?;
         Ok(())
     }
 }

@@ -195,6 +195,14 @@ impl UpstreamConfig {
                     format!("required when security_protocol is {protocol}"),
                 ));
             };
+            if mechanism == "OAUTHBEARER" {
+                return Err(invalid(
+                    "upstream.sasl_mechanism",
+                    "OAUTHBEARER logs in with a token, not a password: set [upstream.login] \
+                     plugin = \"oauth-client-credentials\" (or \"oauth-jwt-bearer\") and its \
+                     [plugins.config.<NAME>] table",
+                ));
+            }
             if !UPSTREAM_SASL_MECHANISMS.contains(&mechanism.as_str()) {
                 return Err(invalid(
                     "upstream.sasl_mechanism",
