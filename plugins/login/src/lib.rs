@@ -20,9 +20,11 @@ use portcullis::secret::Secret;
 use portcullis::{Host, PluginError};
 use portcullis_plugin_scram::{SaltedPasswordCache, ScramClient};
 
+pub mod oauthbearer;
 mod plain;
 mod scram;
 
+pub use oauthbearer::OAuthBearerClientExchange;
 pub use plain::{PlainClientExchange, PlainLogin};
 pub use scram::ScramLogin;
 
