@@ -421,7 +421,14 @@ fn complete(
     };
     let max_reauth_ms = conn.config.max_reauth_ms_for(&mechanism);
     let lifetime_ms = session_lifetime_ms(max_reauth_ms, done.credential_expiry_ms, now_ms);
-    let expires_at_ms = lifetime_ms.map(|l| now_ms.saturating_add(l));
+    // A session of lifetime 0 (a credential that expired before the exchange ended, e.g. a
+    // bearer token within the clock skew) is over at once: Kafka admits it and closes the
+    // connection at its first request, which a millisecond clock would miss when that request
+    // comes within the same millisecond (the check is `now > expiry`).
+    let expires_at_ms = lifetime_ms.map(|l| match l {
+        0 => now_ms.saturating_sub(1),
+        l => now_ms.saturating_add(l),
+    });
     let credential = credential_of(&done, &mechanism);
     let config = &conn.config;
     match previous {
