@@ -26,6 +26,8 @@ source scripts/lib/kafka-deps.sh
 source scripts/lib/venv.sh
 # shellcheck source=lib/kafka.sh
 source scripts/lib/kafka.sh
+# shellcheck source=lib/oidc.sh
+source scripts/lib/oidc.sh
 
 interop_only=0
 quickstart=1
@@ -72,8 +74,13 @@ finish() {
   local rc=$?
   ((rc == 0)) || failed=1
   kafka_stop
+  oidc_stop
   if ((failed)); then
     kafka_dump_log 80
+    if [[ -n ${OIDC_LOG:-} && -f $OIDC_LOG ]]; then
+      log "---- last 40 lines of $OIDC_LOG ----"
+      tail -n 40 "$OIDC_LOG" >&2 || true
+    fi
     local f
     for f in "$RUN_DIR"/interop/portcullis-*/portcullis.log "$RUN_DIR"/kafka-store/interop/portcullis-*/portcullis.log; do
       [[ -f $f ]] || continue
@@ -138,10 +145,14 @@ lint_check() {
 }
 
 install_deps() {
-  require_tools cargo java javac mvn python3 openssl
+  require_tools cargo java javac mvn python3 openssl node npm
   ensure_kcat
   ensure_kafka_deps
   ensure_venv
+  # The OpenID provider (oidc-provider) and kafkajs for the OAUTHBEARER tests, with npm ci from
+  # their lock files into $PORTCULLIS_CACHE/node (scripts/lib/oidc.sh).
+  ensure_oidc_deps
+  ensure_kafkajs
 }
 
 TARGET_DIR=$(cargo_target_dir)
@@ -184,7 +195,17 @@ ensure_jaeger() {
 if [[ $target == portcullis ]]; then
   step "jaeger (scripts/lib/jaeger.sh)" ensure_jaeger || true
 fi
-step "start kafka" kafka_start "$RUN_DIR/kafka" || exit 1
+# The OpenID provider for the OAUTHBEARER tests (tests/interop/test_oauth*.py): before Kafka, whose
+# OAUTH listener fetches the provider's key set at start. Exports OIDC_* (scripts/lib/oidc.sh).
+step "start oidc provider" oidc_start "$RUN_DIR/oidc" || exit 1
+# The shared Kafka, with its OAUTH listener (KIP-768 validator against the provider's key set, on a
+# JWKS URL of its own so its fetches are counted apart); the KAFKA_OAUTH_* settings are given to
+# this broker only, not exported to the suite (tests that start brokers of their own get none).
+start_shared_kafka() {
+  KAFKA_OAUTH_JWKS_URL=$OIDC_KAFKA_JWKS_URL KAFKA_OAUTH_ISSUER=$OIDC_ISSUER KAFKA_OAUTH_AUDIENCE=$OIDC_AUDIENCE \
+    KAFKA_OAUTH_SUPER_USERS="User:$OIDC_CLIENT_ID" kafka_start "$RUN_DIR/kafka"
+}
+step "start kafka" start_shared_kafka || exit 1
 
 # The host's own integration tests (host/tests/server_kafka.rs) need the running Kafka; they are
 # #[ignore]d in the plain `cargo test` run above and run here against it.

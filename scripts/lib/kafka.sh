@@ -30,6 +30,9 @@
 #   KAFKA_ADMIN_USER / KAFKA_ADMIN_PASSWORD the same for an admin user
 #   KAFKA_ACL_USERS        "user:password ..." SCRAM users with no rights of their own (differential
 #                          authorization tests, tests/differential)
+#   KAFKA_OAUTH_BOOTSTRAP  127.0.0.1:<port>  SASL_PLAINTEXT listener (named OAUTH) with OAUTHBEARER only,
+#                          validated by Kafka's own OAuthBearerValidatorCallbackHandler (KIP-768) against
+#                          $KAFKA_OAUTH_JWKS_URL; empty unless KAFKA_OAUTH_JWKS_URL is set (below)
 # The broker runs StandardAuthorizer (allow.everyone.if.no.acl.found=false) with super users admin,
 # ANONYMOUS (the PLAINTEXT and CONTROLLER listeners, so Portcullis' upstream keeps every right),
 # KAFKA_SASL_USER (the client suite's user when it runs straight against Kafka) and
@@ -42,6 +45,13 @@
 # KAFKA_EXTRA_PROPERTIES (optional): lines appended to server.properties, for a test's own broker
 # (tests/interop/own_kafka.py) that needs a setting the shared one must not have, e.g.
 # delegation.token.expiry.time.ms shorter than the token's maximum lifetime.
+#
+# KAFKA_OAUTH_JWKS_URL (optional): adds the OAUTH listener, whose tokens are checked against this
+# key set (scripts/lib/oidc.sh's provider: scripts/test.sh sets it to OIDC_KAFKA_JWKS_URL), with
+# KAFKA_OAUTH_ISSUER as the expected issuer (when set) and KAFKA_OAUTH_AUDIENCE (default kafka) as the
+# expected audience, and KAFKA_OAUTH_SUPER_USERS (e.g. "User:client-id", ';'-separated) added to the
+# super users, so that a token's principal may produce and consume. The URL is also the JVM's allow-list (org.apache.kafka.sasl.oauthbearer.allowed.urls:
+# Kafka 4.x refuses every JWKS and token URL that is not on it).
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -71,7 +81,11 @@ kafka_java_cmd() {
   local heap
   read -r -a heap <<<"$KAFKA_HEAP_OPTS"
   KAFKA_JAVA=(java "${heap[@]}" -XX:+UseG1GC -Djava.awt.headless=true
-    "-Dlog4j2.configurationFile=$KAFKA_RUN_DIR/log4j2.properties" -cp "$KAFKA_LIB/*")
+    "-Dlog4j2.configurationFile=$KAFKA_RUN_DIR/log4j2.properties")
+  if [[ -n ${KAFKA_OAUTH_JWKS_URL:-} ]]; then
+    KAFKA_JAVA+=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$KAFKA_OAUTH_JWKS_URL")
+  fi
+  KAFKA_JAVA+=(-cp "$KAFKA_LIB/*")
 }
 
 kafka_dump_log() {
@@ -114,12 +128,18 @@ kafka_make_tls() {
 
 kafka_write_config() {
   local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 ssl_port=$4 sasl_ssl_port=$5 reauth_port=${6:-}
+  local oauth_port=${7:-}
   # The optional REAUTH listener: a SASL_PLAINTEXT listener of its own, so its session lifetime
   # leaves the main SASL listener's behaviour alone.
   local reauth_listener='' reauth_map=''
   if [[ -n $reauth_port ]]; then
     reauth_listener=",REAUTH://127.0.0.1:$reauth_port"
     reauth_map=",REAUTH:SASL_PLAINTEXT"
+  fi
+  # The optional OAUTH listener (OAUTHBEARER with Kafka's JWKS validator).
+  if [[ -n $oauth_port ]]; then
+    reauth_listener+=",OAUTH://127.0.0.1:$oauth_port"
+    reauth_map+=",OAUTH:SASL_PLAINTEXT"
   fi
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
@@ -171,7 +191,7 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER};User:CN=portcullis-upstream
+super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER};User:CN=portcullis-upstream${oauth_port:+${KAFKA_OAUTH_SUPER_USERS:+;$KAFKA_OAUTH_SUPER_USERS}}
 allow.everyone.if.no.acl.found=false
 delegation.token.secret.key=${KAFKA_DELEGATION_TOKEN_SECRET}
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -207,6 +227,20 @@ listener.name.reauth.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.secu
 listener.name.reauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
 PROPS
   fi
+  if [[ -n $oauth_port ]]; then
+    # KIP-768: the validator callback handler with the listener- and mechanism-prefixed settings
+    # (looked up as listener.name.<l>.<mech>.<key>). The principal is User:<sub>.
+    local issuer_line=''
+    [[ -n ${KAFKA_OAUTH_ISSUER:-} ]] && issuer_line="listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=$KAFKA_OAUTH_ISSUER"
+    cat >>"$dir/server.properties" <<PROPS
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=$KAFKA_OAUTH_JWKS_URL
+listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience=${KAFKA_OAUTH_AUDIENCE:-kafka}
+$issuer_line
+PROPS
+  fi
 }
 
 kafka_start() {
@@ -218,19 +252,21 @@ kafka_start() {
   KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
   export KAFKA_RUN_DIR KAFKA_LOG
 
-  local ports plain_port sasl_port ctl_port ssl_port sasl_ssl_port reauth_port=''
-  mapfile -t ports < <(free_ports 6)
-  ((${#ports[@]} == 6)) || die "could not pick free ports"
+  local ports plain_port sasl_port ctl_port ssl_port sasl_ssl_port reauth_port='' oauth_port=''
+  mapfile -t ports < <(free_ports 7)
+  ((${#ports[@]} == 7)) || die "could not pick free ports"
   plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]} ssl_port=${ports[3]} sasl_ssl_port=${ports[4]}
   if ((KAFKA_REAUTH_MS > 0)); then reauth_port=${ports[5]}; fi
+  if [[ -n ${KAFKA_OAUTH_JWKS_URL:-} ]]; then oauth_port=${ports[6]}; fi
   kafka_make_tls "$KAFKA_RUN_DIR/tls"
-  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$ssl_port" "$sasl_ssl_port" "$reauth_port"
+  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$ssl_port" "$sasl_ssl_port" "$reauth_port" "$oauth_port"
   export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
   export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
   export KAFKA_SSL_BOOTSTRAP="127.0.0.1:$ssl_port"
   export KAFKA_SASL_SSL_BOOTSTRAP="127.0.0.1:$sasl_ssl_port"
   export KAFKA_CONTROLLER_PORT=$ctl_port
   export KAFKA_SASL_REAUTH_BOOTSTRAP=${reauth_port:+127.0.0.1:$reauth_port}
+  export KAFKA_OAUTH_BOOTSTRAP=${oauth_port:+127.0.0.1:$oauth_port}
   export KAFKA_TLS_CA="$KAFKA_RUN_DIR/tls/ca.pem"
   export KAFKA_TLS_CLIENT_CERT="$KAFKA_RUN_DIR/tls/client.pem"
   export KAFKA_TLS_CLIENT_KEY="$KAFKA_RUN_DIR/tls/client.key"
@@ -269,11 +305,12 @@ while True:
 # and waits until it answers Metadata. Used by kafka_start, and to restart a stopped or killed broker.
 kafka_launch() {
   local plain_port=${KAFKA_BOOTSTRAP##*:} sasl_port=${KAFKA_SASL_BOOTSTRAP##*:}
-  local reauth_port=${KAFKA_SASL_REAUTH_BOOTSTRAP##*:}
+  local reauth_port=${KAFKA_SASL_REAUTH_BOOTSTRAP##*:} oauth_port=${KAFKA_OAUTH_BOOTSTRAP:-}
+  oauth_port=${oauth_port##*:}
   KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
   export KAFKA_LOG
   kafka_java_cmd
-  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port, SSL $KAFKA_SSL_BOOTSTRAP, SASL_SSL $KAFKA_SASL_SSL_BOOTSTRAP${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}"
+  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port, SSL $KAFKA_SSL_BOOTSTRAP, SASL_SSL $KAFKA_SASL_SSL_BOOTSTRAP${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}${oauth_port:+, OAUTH (SASL_PLAINTEXT OAUTHBEARER, JWKS $KAFKA_OAUTH_JWKS_URL) 127.0.0.1:$oauth_port}"
   "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >>"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
   export KAFKA_PID
@@ -283,7 +320,8 @@ kafka_launch() {
     ! wait_for_port 127.0.0.1 "$sasl_port" 10 "$KAFKA_PID" ||
     ! wait_for_port 127.0.0.1 "${KAFKA_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
     ! wait_for_port 127.0.0.1 "${KAFKA_SASL_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
-    { [[ -n $reauth_port ]] && ! wait_for_port 127.0.0.1 "$reauth_port" 10 "$KAFKA_PID"; }; then
+    { [[ -n $reauth_port ]] && ! wait_for_port 127.0.0.1 "$reauth_port" 10 "$KAFKA_PID"; } ||
+    { [[ -n $oauth_port ]] && ! wait_for_port 127.0.0.1 "$oauth_port" 10 "$KAFKA_PID"; }; then
     kafka_dump_log
     kafka_stop
     die "Kafka did not open its ports"
@@ -314,7 +352,8 @@ kafka_env_file() {
   {
     for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_SASL_REAUTH_BOOTSTRAP KAFKA_SSL_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP \
       KAFKA_TLS_CA KAFKA_TLS_CLIENT_CERT KAFKA_TLS_CLIENT_KEY KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
-      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS KAFKA_REAUTH_MS; do
+      KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS KAFKA_REAUTH_MS \
+      KAFKA_OAUTH_BOOTSTRAP; do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$f"

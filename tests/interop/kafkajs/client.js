@@ -1,0 +1,135 @@
+// kafkajs 2.2.4 as an OAUTHBEARER client, for tests/interop/test_oauth.py. Run with the pinned
+// kafkajs on NODE_PATH (scripts/lib/oidc.sh ensure_kafkajs installs it into the cache):
+//
+//   NODE_PATH=$KAFKAJS_NODE_PATH node client.js '<json arguments>'
+//
+// Arguments: bootstrap, tokenUrl, clientId, clientSecret, and
+//   mode "roundtrip": topic, records, group. Creates the topic (3 partitions), produces `records`
+//     keyed records with values derived from their keys, consumes them with a consumer group until
+//     each key arrived, checks every value, and prints a one-line JSON summary. Exit 0 only if
+//     everything matched.
+//   mode "expect-refusal": token (a fixed token to present). Exit 0 only if the client cannot list
+//     topics. kafkajs 2.2.4 does not implement the OAUTHBEARER failure exchange (RFC 7628 §3.2.2):
+//     it takes the server's JSON challenge (a SaslAuthenticate answer without error code) for a
+//     success, and only its next request fails, when the server closes the connection. So it never
+//     reports KafkaJSSASLAuthenticationError for a refused token; the summary lists the errors it did
+//     report (the test compares them between Kafka and Portcullis).
+//
+// The token comes from `oauthBearerProvider`, which kafkajs calls at every (re-)authentication:
+// here it fetches one from the provider's token endpoint by client credentials (HTTP basic), and
+// reuses it until 80 % of its lifetime has passed, as an application would.
+
+const crypto = require('node:crypto');
+const { Kafka, logLevel } = require('kafkajs');
+
+const args = JSON.parse(process.argv[2]);
+const stats = { token_fetches: 0, provider_calls: 0 };
+
+function valueFor(key) {
+  return `${key}:${crypto.createHash('sha256').update(key).digest('hex')}`;
+}
+
+let cached = null; // { value, refreshAt }
+async function fetchToken() {
+  const auth = Buffer.from(`${args.clientId}:${args.clientSecret}`).toString('base64');
+  const res = await fetch(args.tokenUrl, {
+    method: 'POST',
+    headers: { authorization: `Basic ${auth}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials',
+  });
+  if (!res.ok) throw new Error(`token endpoint answered ${res.status}: ${await res.text()}`);
+  const body = await res.json();
+  stats.token_fetches += 1;
+  return { value: body.access_token, refreshAt: Date.now() + body.expires_in * 800 };
+}
+
+async function oauthBearerProvider() {
+  stats.provider_calls += 1;
+  if (args.token) return { value: args.token };
+  if (!cached || Date.now() >= cached.refreshAt) cached = await fetchToken();
+  return { value: cached.value };
+}
+
+const kafka = new Kafka({
+  clientId: 'portcullis-kafkajs-oauth',
+  brokers: [args.bootstrap],
+  sasl: { mechanism: 'oauthbearer', oauthBearerProvider },
+  connectionTimeout: 10000,
+  requestTimeout: 30000,
+  retry: { retries: args.mode === 'expect-refusal' ? 0 : 5 },
+  logLevel: logLevel.ERROR,
+});
+
+async function roundtrip() {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic: args.topic, numPartitions: 3 }], waitForLeaders: true });
+  await admin.disconnect();
+
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  const batch = 500;
+  for (let i = 0; i < args.records; i += batch) {
+    const messages = [];
+    for (let j = i; j < Math.min(i + batch, args.records); j += 1) {
+      const key = `kj-${j}`;
+      messages.push({ key, value: valueFor(key) });
+    }
+    await producer.send({ topic: args.topic, acks: -1, messages });
+  }
+  await producer.disconnect();
+
+  const consumer = kafka.consumer({ groupId: args.group });
+  const seen = new Set();
+  let duplicates = 0;
+  let badValues = 0;
+  await consumer.connect();
+  await consumer.subscribe({ topic: args.topic, fromBeginning: true });
+  const done = new Promise((resolve) => {
+    consumer.run({
+      eachMessage: async ({ message }) => {
+        const key = message.key.toString();
+        if (seen.has(key)) duplicates += 1;
+        seen.add(key);
+        if (message.value.toString() !== valueFor(key)) badValues += 1;
+        if (seen.size >= args.records) resolve();
+      },
+    });
+  });
+  const timeout = new Promise((resolve) => { setTimeout(resolve, 90000); });
+  await Promise.race([done, timeout]);
+  await consumer.disconnect();
+  const summary = {
+    ok: seen.size === args.records && duplicates === 0 && badValues === 0,
+    records: args.records, consumed_distinct: seen.size, duplicates, bad_values: badValues, ...stats,
+  };
+  console.log(JSON.stringify(summary));
+  return summary.ok ? 0 : 1;
+}
+
+async function expectRefusal() {
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    await admin.listTopics();
+    console.log(JSON.stringify({ ok: false, errors: [], ...stats }));
+    return 1;
+  } catch (e) {
+    // kafkajs wraps the failure of its last try (KafkaJSNumberOfRetriesExceeded, ...): the chain.
+    const chain = [];
+    for (let err = e; err && chain.length < 8; err = err.originalError ?? err.cause) {
+      chain.push({ name: err.name, message: String(err.message) });
+    }
+    console.log(JSON.stringify({ ok: true, errors: chain, ...stats }));
+    return 0;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+(args.mode === 'expect-refusal' ? expectRefusal() : roundtrip())
+  .then((rc) => process.exit(rc))
+  .catch((e) => {
+    console.log(JSON.stringify({ ok: false, error: String(e?.stack ?? e), ...stats }));
+    process.exit(1);
+  });
