@@ -106,6 +106,15 @@ impl ExportRuntime {
     }
 }
 
+/// Makes ring the process-wide rustls provider unless one is set. The OTLP/HTTP exporters build
+/// their own blocking reqwest client, and reqwest (compiled with rustls and no provider of its own,
+/// for the OAuth client that hands it a preconfigured TLS setup) takes the process default: without
+/// one its client thread panics and the exporter cannot be built, even for a plain `http://`
+/// collector. Installing twice, or after someone else, is harmless.
+fn ensure_default_crypto_provider() {
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The OTLP span exporter for `endpoint` over the configured protocol; a gRPC channel is built
 /// inside `runtime` (present exactly when the protocol is gRPC).
 fn span_exporter(
@@ -121,10 +130,13 @@ fn span_exporter(
                 .with_endpoint(endpoint)
                 .build()
         }
-        (OtlpProtocol::HttpProtobuf, _) => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_endpoint(signal_url(endpoint, "/v1/traces"))
-            .build(),
+        (OtlpProtocol::HttpProtobuf, _) => {
+            ensure_default_crypto_provider();
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(signal_url(endpoint, "/v1/traces"))
+                .build()
+        }
         (OtlpProtocol::Grpc, None) => anyhow::bail!("OTLP/gRPC needs its export runtime"),
     };
     built.with_context(|| {
@@ -149,10 +161,13 @@ fn metric_exporter(
                 .with_endpoint(endpoint)
                 .build()
         }
-        (OtlpProtocol::HttpProtobuf, _) => opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_endpoint(signal_url(endpoint, "/v1/metrics"))
-            .build(),
+        (OtlpProtocol::HttpProtobuf, _) => {
+            ensure_default_crypto_provider();
+            opentelemetry_otlp::MetricExporter::builder()
+                .with_http()
+                .with_endpoint(signal_url(endpoint, "/v1/metrics"))
+                .build()
+        }
         (OtlpProtocol::Grpc, None) => anyhow::bail!("OTLP/gRPC needs its export runtime"),
     };
     built.with_context(|| {
