@@ -153,14 +153,22 @@ pub fn parse_ip(bytes: &[u8]) -> Option<IpAddr> {
 
 /// A principal as it travels in an Envelope: Kafka's `KafkaPrincipal` with its
 /// `tokenAuthenticated` flag, which the writer needs (a token-authenticated principal may not
-/// create, renew or expire tokens).
+/// create, renew or expire tokens), and the session's group principals, which the writer
+/// authorizes the request with too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwardedPrincipal {
     /// The principal.
     pub principal: Principal,
     /// Whether it authenticated with a delegation token.
     pub token_authenticated: bool,
+    /// The session's group principals (a bearer token's groups), empty for most sessions.
+    pub groups: Vec<Principal>,
 }
+
+/// The tag of the tagged field in which Portcullis carries a forwarded session's group principals
+/// (`DefaultPrincipalData` defines no tagged field; Kafka never writes one, and this number is far
+/// from any it would assign). Without groups nothing is written: Kafka's exact bytes.
+pub const GROUPS_TAG: u32 = 0x5043_0001;
 
 /// Why a serialized principal was refused (the envelope then fails with
 /// PRINCIPAL_DESERIALIZATION_FAILURE).
@@ -180,7 +188,9 @@ pub enum PrincipalSerdeError {
 
 /// Serializes a principal as Kafka's `DefaultKafkaPrincipalBuilder.serialize` does
 /// (`MessageUtil.toVersionPrefixedBytes`): a 2-byte version (0), then `DefaultPrincipalData` v0
-/// (flexible): compact strings `Type` and `Name`, `TokenAuthenticated`, no tagged fields.
+/// (flexible): compact strings `Type` and `Name`, `TokenAuthenticated`, no tagged fields — or,
+/// for a session with groups, one tagged field [`GROUPS_TAG`]: a varint count, then each group's
+/// compact type and name.
 pub fn serialize_principal(principal: &ForwardedPrincipal) -> Vec<u8> {
     let mut out = BytesMut::with_capacity(
         8 + principal.principal.kind.len() + principal.principal.name.len(),
@@ -189,8 +199,42 @@ pub fn serialize_principal(principal: &ForwardedPrincipal) -> Vec<u8> {
     put_compact_string(&mut out, &principal.principal.kind);
     put_compact_string(&mut out, &principal.principal.name);
     out.put_u8(u8::from(principal.token_authenticated));
-    out.put_u8(0);
+    if principal.groups.is_empty() {
+        out.put_u8(0);
+    } else {
+        let mut groups = BytesMut::new();
+        put_uvarint(&mut groups, principal.groups.len() as u64);
+        for group in &principal.groups {
+            put_compact_string(&mut groups, &group.kind);
+            put_compact_string(&mut groups, &group.name);
+        }
+        put_uvarint(&mut out, 1);
+        put_uvarint(&mut out, u64::from(GROUPS_TAG));
+        put_uvarint(&mut out, groups.len() as u64);
+        out.put_slice(&groups);
+    }
     out.to_vec()
+}
+
+/// The groups of the tagged field [`GROUPS_TAG`]: all of its bytes, each type and name non-empty.
+fn read_groups(bytes: &[u8]) -> Result<Vec<Principal>, PrincipalSerdeError> {
+    let mut r = Reader::new(bytes);
+    let count = r.uvarint()? as usize;
+    // Each group takes at least four bytes: a count cannot make the reader reserve more.
+    if count == 0 || count > bytes.len() / 4 {
+        return Err(Malformed("group count").into());
+    }
+    let mut groups = Vec::with_capacity(count);
+    for _ in 0..count {
+        let kind = r.compact_string()?;
+        let name = r.compact_string()?;
+        if kind.is_empty() || name.is_empty() {
+            return Err(PrincipalSerdeError::Empty);
+        }
+        groups.push(Principal { kind, name });
+    }
+    r.finish()?;
+    Ok(groups)
 }
 
 /// Parses [`serialize_principal`]'s format (Kafka's `DefaultKafkaPrincipalBuilder.deserialize`).
@@ -208,16 +252,25 @@ pub fn deserialize_principal(bytes: &[u8]) -> Result<ForwardedPrincipal, Princip
     let kind = r.compact_string()?;
     let name = r.compact_string()?;
     // Strict where Kafka's reader is lenient (any non-zero byte is `true`, unknown tagged fields
-    // are skipped): Kafka's serializer writes 0 or 1 and no tagged field, so anything else is not
-    // a principal a node sent, and is refused rather than guessed at.
+    // are skipped): Kafka's serializer writes 0 or 1 and no tagged field, and Portcullis' only the
+    // groups, so anything else is not a principal a node sent, and is refused rather than guessed
+    // at.
     let token_authenticated = match r.i8()? {
         0 => false,
         1 => true,
         _ => return Err(Malformed("TokenAuthenticated is not 0 or 1").into()),
     };
-    if r.uvarint()? != 0 {
-        return Err(Malformed("unexpected tagged fields").into());
-    }
+    let groups = match r.uvarint()? {
+        0 => Vec::new(),
+        1 => {
+            if r.uvarint()? != GROUPS_TAG {
+                return Err(Malformed("unexpected tagged fields").into());
+            }
+            let size = r.uvarint()? as usize;
+            read_groups(r.raw(size)?)?
+        }
+        _ => return Err(Malformed("unexpected tagged fields").into()),
+    };
     r.finish()?;
     if kind.is_empty() || name.is_empty() {
         return Err(PrincipalSerdeError::Empty);
@@ -225,6 +278,7 @@ pub fn deserialize_principal(bytes: &[u8]) -> Result<ForwardedPrincipal, Princip
     Ok(ForwardedPrincipal {
         principal: Principal { kind, name },
         token_authenticated,
+        groups,
     })
 }
 
@@ -273,7 +327,54 @@ mod tests {
         ForwardedPrincipal {
             principal: Principal::user("alice"),
             token_authenticated: token,
+            groups: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_sessions_groups_travel_in_a_tagged_field_and_only_then() {
+        let with = ForwardedPrincipal {
+            groups: vec![Principal::group("readers"), Principal::group("é:x")],
+            ..alice(false)
+        };
+        let bytes = serialize_principal(&with);
+        let plain = serialize_principal(&alice(false));
+        // The same bytes as Kafka's up to the tagged-field section.
+        assert_eq!(bytes[..plain.len() - 1], plain[..plain.len() - 1]);
+        assert_eq!(deserialize_principal(&bytes).unwrap(), with);
+        for cut in plain.len() - 1..bytes.len() {
+            assert!(
+                deserialize_principal(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(deserialize_principal(&trailing).is_err());
+        // Another tag, two tagged fields, no group, an empty group name: refused.
+        let head = &plain[..plain.len() - 1];
+        let with_tail = |tail: &[u8]| [head, tail].concat();
+        assert!(deserialize_principal(&with_tail(&[1, 5, 0])).is_err());
+        assert!(deserialize_principal(&with_tail(&[2, 0, 0, 1, 0])).is_err());
+        let tag = {
+            let mut out = BytesMut::new();
+            put_uvarint(&mut out, u64::from(GROUPS_TAG));
+            out.to_vec()
+        };
+        let field = |data: &[u8]| {
+            let mut tail = vec![1];
+            tail.extend_from_slice(&tag);
+            tail.push(data.len() as u8);
+            tail.extend_from_slice(data);
+            with_tail(&tail)
+        };
+        assert!(deserialize_principal(&field(&[0])).is_err());
+        assert_eq!(
+            deserialize_principal(&field(&[1, 6, b'G', b'r', b'o', b'u', b'p', 1])),
+            Err(PrincipalSerdeError::Empty)
+        );
+        assert!(deserialize_principal(&field(&[1, 2, b'G', 2, b'g'])).is_ok());
+        assert!(deserialize_principal(&field(&[9, 2, b'G', 2, b'g'])).is_err());
     }
 
     #[test]

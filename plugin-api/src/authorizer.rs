@@ -431,3 +431,30 @@ pub struct PreparedAclChange<T> {
     /// What to answer once the changes are durable.
     pub outcome: T,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_borrows_its_token_facts_and_owns_them_when_asked() {
+        let alice = Principal::user("alice");
+        let groups = [Principal::group("readers"), Principal::group("ops")];
+        let scopes = ["kafka.read".to_owned()];
+        let context = RequestContext::new(&alice, IpAddr::from([10, 0, 0, 1]), "l", 0, 9, 1)
+            .with_groups(&groups[..])
+            .with_scopes(&scopes[..])
+            .with_jti(Some("t-1"));
+        assert!(matches!(context.groups, Cow::Borrowed(_)));
+        let all: Vec<String> = context.principals().map(ToString::to_string).collect();
+        assert_eq!(all, ["User:alice", "Group:readers", "Group:ops"]);
+        let owned: RequestContext<'static> = context.clone().into_owned();
+        assert_eq!(&*owned.groups, &groups[..]);
+        assert_eq!(&*owned.scopes, &scopes[..]);
+        assert_eq!(owned.jti.as_deref(), Some("t-1"));
+        // Without a token: nothing, and nothing allocated.
+        let plain = RequestContext::new(&alice, IpAddr::from([10, 0, 0, 1]), "l", 0, 9, 1);
+        assert!(plain.groups.is_empty() && plain.scopes.is_empty() && plain.jti.is_none());
+        assert_eq!(plain.principals().count(), 1);
+    }
+}

@@ -337,7 +337,8 @@ impl Session {
             token_id,
             reauth_started_at_ms: None,
             ticket,
-            groups: Vec::new(),
+            // The writer decides with the groups the forwarding node's session had.
+            groups: principal.groups.clone(),
             token_claims: None,
         }
     }
@@ -374,6 +375,7 @@ impl Session {
         crate::envelope::ForwardedPrincipal {
             principal: self.principal.clone(),
             token_authenticated: self.token_id.is_some(),
+            groups: self.groups.clone(),
         }
     }
 

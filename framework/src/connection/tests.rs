@@ -986,6 +986,7 @@ fn an_envelope_from_a_client_closes_the_connection() {
             crate::envelope::serialize_principal(&crate::envelope::ForwardedPrincipal {
                 principal: Principal::user("admin"),
                 token_authenticated: false,
+                groups: Vec::new(),
             });
         let envelope = crate::envelope::encode_request(
             5,

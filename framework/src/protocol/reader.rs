@@ -249,6 +249,11 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// The next `n` bytes, as they are.
+    pub fn raw(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        self.take(n, "raw bytes")
+    }
+
     /// Skips `n` bytes.
     pub fn skip(&mut self, n: usize) -> Result<(), Malformed> {
         self.take(n, "skip").map(|_| ())

@@ -323,6 +323,7 @@ fn concurrent_deletes_report_an_acl_once_and_creates_store_it_once() {
     let admin = ForwardedPrincipal {
         principal: Principal::user("admin"),
         token_authenticated: false,
+        groups: Vec::new(),
     };
     let frame = |key: ApiKey, body: &dyn Fn(&mut BytesMut)| -> Bytes {
         let mut out = BytesMut::new();

@@ -139,12 +139,14 @@ fn unreadable_requests_get_no_error_response() {
     }
 }
 
-/// Allows everything to `User:admin` only.
+/// Allows everything to `User:admin` and the members of `Group:admins` only.
 struct AdminOnly;
 
 impl Authorizer for AdminOnly {
     fn authorize(&self, context: &RequestContext, actions: &[Action]) -> Vec<Authorization> {
-        let decision = if context.principal.name == "admin" {
+        let decision = if context.principal.name == "admin"
+            || context.groups.contains(&Principal::group("admins"))
+        {
             Decision::Allowed
         } else {
             Decision::Denied
@@ -171,6 +173,7 @@ fn forwarded(name: &str) -> ForwardedPrincipal {
     ForwardedPrincipal {
         principal: Principal::user(name),
         token_authenticated: false,
+        groups: Vec::new(),
     }
 }
 
@@ -218,6 +221,23 @@ fn the_writer_authorizes_the_original_principal() {
             "cluster",
             0,
         )),
+    );
+    assert_eq!(
+        allowed.results[0].error_code,
+        ErrorCode::SECURITY_DISABLED.0
+    );
+    // A member of `Group:admins` (a bearer token's group, carried in the envelope's principal)
+    // passes it too.
+    let member = ForwardedPrincipal {
+        groups: vec![Principal::group("admins")],
+        ..forwarded("carol")
+    };
+    let bytes = crate::envelope::serialize_principal(&member);
+    let member = crate::envelope::deserialize_principal(&bytes).unwrap();
+    let allowed: CreateAclsResponse = decode(
+        ApiKey::CreateAcls,
+        2,
+        respond(run_on_writer(&handlers, &f, &member, ip, "cluster", 0)),
     );
     assert_eq!(
         allowed.results[0].error_code,
