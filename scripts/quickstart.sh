@@ -4,8 +4,11 @@
 # messages with kcat over SASL_PLAINTEXT SCRAM-SHA-512 *through Portcullis*, and prints the commands
 # to do the same by hand. Everything stays up until Ctrl-C.
 #
-# Usage: scripts/quickstart.sh [--exit]
+# Usage: scripts/quickstart.sh [--exit] [--oauth]
 #   --exit   stop everything after the demo (the default when CI is set)
+#   --oauth  also start a local OpenID provider (oidc-provider, as the tests use) and enable
+#            OAUTHBEARER; a confluent-kafka client then logs in with a token it fetched from the
+#            provider (client credentials) and produces and consumes through Portcullis
 # Ports are chosen free at run time; nothing is written outside a temporary run directory and
 # $PORTCULLIS_CACHE (default ~/.cache/portcullis: Kafka jars, Python venv).
 
@@ -22,14 +25,21 @@ source scripts/lib/kafka.sh
 # shellcheck source=lib/kcat.sh
 source scripts/lib/kcat.sh
 
+# shellcheck source=lib/oidc.sh
+source scripts/lib/oidc.sh
+
 exit_after_demo=0
+oauth=0
 [[ -n "${CI:-}" ]] && exit_after_demo=1
-case "${1:-}" in
-  --exit) exit_after_demo=1 ;;
-  "") ;;
-  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  *) die "unknown argument: $1 (see --help)" ;;
-esac
+while (($#)); do
+  case "$1" in
+    --exit) exit_after_demo=1 ;;
+    --oauth) oauth=1 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+  shift
+done
 
 CONFIG=examples/quickstart.toml
 USER_NAME=alice
@@ -48,6 +58,7 @@ cleanup() {
   fi
   log "stopping Kafka"
   kafka_stop
+  ((oauth)) && oidc_stop
   if ((ok)); then
     rm -rf "$RUN_DIR"
   else
@@ -75,6 +86,23 @@ cargo build -q -p portcullis-host
 BIN="$(cargo_target_dir)/debug/portcullis"
 [[ -x "$BIN" ]] || die "no portcullis binary at $BIN"
 
+if ((oauth)); then
+  require_tools node npm
+  ensure_oidc_deps
+  oidc_start "$RUN_DIR/oidc"
+  # OAUTHBEARER next to SCRAM, validated against the provider's key set (docs/security.md).
+  sed 's/^sasl_mechanisms = .*/sasl_mechanisms = ["SCRAM-SHA-512", "OAUTHBEARER"]/' "$CONFIG" >"$RUN_DIR/quickstart.toml"
+  cat >>"$RUN_DIR/quickstart.toml" <<EOT
+
+[oauthbearer]
+validator = "jwks"
+jwks_url = "$OIDC_JWKS_URL"
+expected_issuer = "$OIDC_ISSUER"
+expected_audience = ["$OIDC_AUDIENCE"]
+allowed_urls = ["$OIDC_ISSUER/"]
+EOT
+  CONFIG=$RUN_DIR/quickstart.toml
+fi
 kafka_start "$RUN_DIR/kafka"
 
 # Free ports for Portcullis: the bootstrap listener and broker 1's port (broker_port_base + 1).
@@ -125,6 +153,36 @@ if kcat_scram -L -b "$BOOTSTRAP" -X security.protocol=SASL_PLAINTEXT -X sasl.mec
   die "a wrong password was accepted"
 fi
 grep -m 1 -o 'SASL authentication error: [^(]*' "$RUN_DIR/wrong.txt" | sed 's/^/    /' || true
+
+if ((oauth)); then
+  log "OAUTHBEARER: confluent-kafka fetches a token from $OIDC_TOKEN_URL and logs in through Portcullis"
+  "$PORTCULLIS_VENV/bin/python" - "$BOOTSTRAP" <<'PY' | sed 's/^/    /'
+import os, sys
+from confluent_kafka import Consumer, Producer
+conf = {"bootstrap.servers": sys.argv[1], "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": os.environ["OIDC_CLIENT_ID"],
+        "sasl.oauthbearer.client.secret": os.environ["OIDC_CLIENT_SECRET"],
+        "sasl.oauthbearer.token.endpoint.url": os.environ["OIDC_TOKEN_URL"]}
+p = Producer(conf)
+for i in range(3):
+    p.produce("quickstart-oauth", f"hello with a token #{i + 1}".encode())
+if p.flush(30) != 0:
+    sys.exit("the OAuth producer could not deliver")
+c = Consumer({**conf, "group.id": "quickstart-oauth", "auto.offset.reset": "earliest"})
+c.subscribe(["quickstart-oauth"])
+got = []
+while len(got) < 3:
+    m = c.poll(30)
+    if m is None:
+        sys.exit(f"only {len(got)} of 3 messages came back")
+    if m.error() is None:
+        got.append(m.value().decode())
+c.close()
+print("\n".join(got))
+PY
+  ((PIPESTATUS[0] == 0)) || die "the OAUTHBEARER demo failed"
+fi
 
 kcat_env=""
 [[ -n "$KCAT_LD_LIBRARY_PATH" ]] && kcat_env="LD_LIBRARY_PATH=$KCAT_LD_LIBRARY_PATH "
