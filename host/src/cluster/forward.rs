@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use portcullis::envelope::{self, EnvelopeResponse};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::frames::{read_frame, write_frame, FrameError};
 use crate::config::{ClusterConfig, UpstreamTlsConfig};
+use crate::server::tls::InvalidServerName;
 
 /// One attempt's bound: a writer that does not answer within it (paused, cut off) is given up
 /// on, and the request is retried where the log says the writer is. Longer than the election's
@@ -31,6 +32,41 @@ const MAX_IDLE: usize = 16;
 const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 
 type Connection = TlsStream<TcpStream>;
+
+/// Why one attempt to reach the writer got no answer. The writer may or may not have run the
+/// request; the caller retries (the store's records make a retried mutation's effect the same).
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The writer's address has no host a certificate could name.
+    #[error(transparent)]
+    Address(#[from] InvalidServerName),
+    /// No TCP connection.
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    /// The TLS handshake failed (the writer's certificate, or ours, refused).
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    /// The request could not be sent or the answer read.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The writer closed the connection before answering.
+    #[error("the connection closed before the answer")]
+    Closed,
+    /// The answer is not an Envelope response.
+    #[error("an Envelope response that does not parse: {0}")]
+    Malformed(portcullis::protocol::reader::Malformed),
+    /// The answer is another request's.
+    #[error("the writer answered correlation id {answered} to {sent}")]
+    Correlation {
+        /// The id in the answer.
+        answered: i32,
+        /// The id sent.
+        sent: i32,
+    },
+    /// No answer within [`ATTEMPT_TIMEOUT`].
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
 
 /// Connections to the writers.
 pub struct Peers {
@@ -73,7 +109,7 @@ impl Peers {
         frame: &Bytes,
         principal: &[u8],
         client_address: IpAddr,
-    ) -> Result<EnvelopeResponse, String> {
+    ) -> Result<EnvelopeResponse, ForwardError> {
         let correlation = self.correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
         let request = envelope::encode_request(
             correlation,
@@ -88,32 +124,35 @@ impl Peers {
                 None => self.connect(address).await?,
             };
             write_frame(&mut connection, &request).await?;
-            let response = read_frame(&mut connection).await?;
-            let (answered, response) = envelope::decode_response(&response)
-                .map_err(|e| format!("an Envelope response that does not parse: {e}"))?;
+            let response = read_frame(&mut connection, MAX_RESPONSE)
+                .await?
+                .ok_or(ForwardError::Closed)?;
+            let (answered, response) =
+                envelope::decode_response(&response).map_err(ForwardError::Malformed)?;
             if answered != correlation {
-                return Err(format!(
-                    "the writer answered correlation id {answered} to {correlation}"
-                ));
+                return Err(ForwardError::Correlation {
+                    answered,
+                    sent: correlation,
+                });
             }
             self.put_idle(address, connection);
             Ok(response)
         };
         tokio::time::timeout(ATTEMPT_TIMEOUT, exchange)
             .await
-            .map_err(|_| format!("no answer within {ATTEMPT_TIMEOUT:?}"))?
+            .map_err(|_| ForwardError::Timeout(ATTEMPT_TIMEOUT))?
     }
 
-    async fn connect(&self, address: &str) -> Result<Connection, String> {
+    async fn connect(&self, address: &str) -> Result<Connection, ForwardError> {
         let name = crate::server::tls::server_name(address)?;
         let tcp = TcpStream::connect(address)
             .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
+            .map_err(ForwardError::Connect)?;
         let _ = tcp.set_nodelay(true);
         self.connector
             .connect(name, tcp)
             .await
-            .map_err(|e| format!("TLS: {e}"))
+            .map_err(ForwardError::Tls)
     }
 
     fn take_idle(&self, address: &str) -> Option<Connection> {
@@ -131,37 +170,4 @@ impl Peers {
             list.push(connection);
         }
     }
-}
-
-async fn write_frame(connection: &mut Connection, frame: &[u8]) -> Result<(), String> {
-    let size = u32::try_from(frame.len()).map_err(|_| "a frame over 4 GiB".to_owned())?;
-    let mut out = Vec::with_capacity(4 + frame.len());
-    out.extend_from_slice(&size.to_be_bytes());
-    out.extend_from_slice(frame);
-    connection
-        .write_all(&out)
-        .await
-        .map_err(|e| format!("cannot send: {e}"))?;
-    connection
-        .flush()
-        .await
-        .map_err(|e| format!("cannot send: {e}"))
-}
-
-async fn read_frame(connection: &mut Connection) -> Result<Vec<u8>, String> {
-    let mut size = [0u8; 4];
-    connection
-        .read_exact(&mut size)
-        .await
-        .map_err(|e| format!("connection lost before the answer: {e}"))?;
-    let size = u32::from_be_bytes(size) as usize;
-    if size > MAX_RESPONSE {
-        return Err(format!("an answer of {size} bytes"));
-    }
-    let mut frame = vec![0u8; size];
-    connection
-        .read_exact(&mut frame)
-        .await
-        .map_err(|e| format!("connection lost during the answer: {e}"))?;
-    Ok(frame)
 }

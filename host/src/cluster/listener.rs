@@ -27,16 +27,53 @@ use portcullis::envelope::{self, EnvelopeResponse};
 use portcullis::errors::ErrorCode;
 use portcullis::principal::Principal;
 use portcullis::protocol::api::{API_VERSIONS, ENVELOPE};
+use portcullis::protocol::codec::CodecError;
 use portcullis::protocol::header;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use portcullis::protocol::header::HeaderError;
+use portcullis::protocol::reader::Malformed;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::frames::{read_frame, write_frame, FrameError};
 use super::{Cluster, Failure};
 use crate::config::{ClientAuth, ClusterConfig, TlsConfig};
 
 /// The largest request accepted from a peer: an Envelope around one client mutation.
 const MAX_REQUEST: usize = 16 * 1024 * 1024;
+
+/// Why an inter-node connection was closed (logged at debug: the peer sees the close).
+#[derive(Debug, thiserror::Error)]
+enum PeerError {
+    /// The TLS handshake failed: no certificate from the cluster's CA, or a bad one.
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    /// The principal builder made no principal of the peer's certificate.
+    #[error("no principal: {0}")]
+    NoPrincipal(portcullis::principal::PrincipalError),
+    /// A frame could not be read or written.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The request header does not parse.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// An API other than ApiVersions and Envelope.
+    #[error("{principal} sent API {api_key} to the inter-node listener")]
+    NotServed {
+        /// The peer.
+        principal: Principal,
+        /// The API key it sent.
+        api_key: i16,
+    },
+    /// An Envelope of a version this listener does not serve.
+    #[error("Envelope v{0}")]
+    EnvelopeVersion(i16),
+    /// The Envelope's body does not parse.
+    #[error(transparent)]
+    Envelope(#[from] Malformed),
+    /// The ApiVersions answer could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] CodecError),
+}
 
 /// Binds the inter-node listener and serves it on the current runtime.
 ///
@@ -84,22 +121,22 @@ async fn serve(
     acceptor: TlsAcceptor,
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
-) -> Result<(), String> {
+) -> Result<(), PeerError> {
     let _ = socket.set_nodelay(true);
     let mut stream = acceptor.accept(socket).await.map_err(|e| {
         // A peer without a certificate from the cluster's CA ends here.
         tracing::info!(%peer, error = %e, "inter-node TLS handshake refused");
-        format!("TLS: {e}")
+        PeerError::Tls(e)
     })?;
     // The peer's principal comes from its certificate through the node's principal builder,
     // the same path a client certificate takes on a TLS client listener.
     let tls_peer = crate::tls_peer::peer_of(stream.get_ref().1.peer_certificates());
     let principal = cluster.peer_principal(&tls_peer, peer.ip()).map_err(|e| {
         tracing::warn!(%peer, error = %e, "inter-node peer refused: no principal");
-        format!("no principal: {e}")
+        PeerError::NoPrincipal(e)
     })?;
     loop {
-        let Some(frame) = read_frame(&mut stream).await? else {
+        let Some(frame) = read_frame(&mut stream, MAX_REQUEST).await? else {
             return Ok(());
         };
         let response = match header::peek_ids(&frame) {
@@ -108,12 +145,8 @@ async fn serve(
                 let answer = envelope_answer(&cluster, &principal, peer.ip(), &frame).await?;
                 envelope::encode_response(correlation_id, &answer)
             }
-            Ok((api_key, ..)) => {
-                return Err(format!(
-                    "{principal} sent API {api_key} to the inter-node listener"
-                ))
-            }
-            Err(e) => return Err(e.to_string()),
+            Ok((api_key, ..)) => return Err(PeerError::NotServed { principal, api_key }),
+            Err(e) => return Err(e.into()),
         };
         write_frame(&mut stream, &response).await?;
     }
@@ -125,17 +158,17 @@ async fn envelope_answer(
     peer: &Principal,
     peer_address: IpAddr,
     frame: &Bytes,
-) -> Result<EnvelopeResponse, String> {
+) -> Result<EnvelopeResponse, PeerError> {
     let refused = |error: ErrorCode| EnvelopeResponse {
         error,
         response_data: None,
     };
-    let header = header::parse(frame).map_err(|e| e.to_string())?;
+    let header = header::parse(frame)?;
     if header.api_version != envelope::ENVELOPE_VERSION {
-        return Err(format!("Envelope v{}", header.api_version));
+        return Err(PeerError::EnvelopeVersion(header.api_version));
     }
     let body = frame.get(header.header_len..).unwrap_or_default();
-    let request = envelope::decode_request(body).map_err(|e| e.to_string())?;
+    let request = envelope::decode_request(body)?;
     if !cluster.peer_may_forward(peer, peer_address) {
         tracing::warn!(%peer, "an Envelope from a peer without ClusterAction on the cluster");
         return Ok(refused(ErrorCode::CLUSTER_AUTHORIZATION_FAILED));
@@ -163,7 +196,7 @@ async fn envelope_answer(
 }
 
 /// ApiVersions: this listener serves ApiVersions (0–3) and Envelope (0).
-fn api_versions(version: i16, correlation_id: i32) -> Result<Bytes, String> {
+fn api_versions(version: i16, correlation_id: i32) -> Result<Bytes, CodecError> {
     let keys = vec![
         ApiVersion::default()
             .with_api_key(API_VERSIONS)
@@ -189,36 +222,4 @@ fn api_versions(version: i16, correlation_id: i32) -> Result<Bytes, String> {
         correlation_id,
         &body,
     )
-    .map_err(|e| e.to_string())
-}
-
-async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Option<Bytes>, String> {
-    let mut size = [0u8; 4];
-    match stream.read_exact(&mut size).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    }
-    let size = i32::from_be_bytes(size);
-    let size = usize::try_from(size).map_err(|_| format!("a negative frame size {size}"))?;
-    if size > MAX_REQUEST {
-        return Err(format!(
-            "a frame of {size} bytes (the limit is {MAX_REQUEST})"
-        ));
-    }
-    let mut frame = vec![0u8; size];
-    stream
-        .read_exact(&mut frame)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Some(Bytes::from(frame)))
-}
-
-async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> Result<(), String> {
-    let size = u32::try_from(frame.len()).map_err(|_| "a frame over 4 GiB".to_owned())?;
-    let mut out = Vec::with_capacity(4 + frame.len());
-    out.extend_from_slice(&size.to_be_bytes());
-    out.extend_from_slice(frame);
-    stream.write_all(&out).await.map_err(|e| e.to_string())?;
-    stream.flush().await.map_err(|e| e.to_string())
 }

@@ -18,6 +18,7 @@
 //! Reads (Describe*) are answered by every node from its own view.
 
 pub mod forward;
+mod frames;
 pub mod listener;
 
 use std::net::IpAddr;
@@ -184,13 +185,11 @@ impl Cluster {
 
     async fn forward(&self, request: &LeaderRequest) -> Result<Bytes, Failure> {
         let Some(leader) = self.store.leader() else {
-            return Err(Failure::Retry("no writer is known yet".to_owned()));
+            return Err(Failure::Retry(RetryReason::NoWriterKnown));
         };
         if leader.node_id == self.node_id {
             // The log still names this node, which is no longer (or not yet) the writer.
-            return Err(Failure::Retry(
-                "this node was the writer and is not any more".to_owned(),
-            ));
+            return Err(Failure::Retry(RetryReason::NamedButNotWriter));
         }
         let principal = envelope::serialize_principal(&request.principal);
         let response = self
@@ -202,14 +201,18 @@ impl Cluster {
                 request.client_address,
             )
             .await
-            .map_err(|e| Failure::Retry(format!("writer {}: {e}", leader.address)))?;
+            .map_err(|error| {
+                Failure::Retry(RetryReason::Unreachable {
+                    address: leader.address.clone(),
+                    error,
+                })
+            })?;
         match (response.error, response.response_data) {
             (ErrorCode::NONE, Some(data)) => Ok(data),
             (ErrorCode::NONE, None) => Err(Failure::Envelope(ErrorCode::UNKNOWN_SERVER_ERROR)),
-            (ErrorCode::NOT_CONTROLLER, _) => Err(Failure::Retry(format!(
-                "node {} is not the writer any more",
-                leader.node_id
-            ))),
+            (ErrorCode::NOT_CONTROLLER, _) => Err(Failure::Retry(RetryReason::WriterMoved {
+                node_id: leader.node_id,
+            })),
             (code, _) => Err(Failure::Envelope(code)),
         }
     }
@@ -224,7 +227,7 @@ impl Cluster {
         client_address: IpAddr,
     ) -> Result<Bytes, Failure> {
         if !self.store.is_writer() {
-            return Err(Failure::Retry("this node is not the writer".to_owned()));
+            return Err(Failure::Retry(RetryReason::NotWriter));
         }
         let mut effect = run_on_writer(
             &self.handlers,
@@ -246,9 +249,7 @@ impl Cluster {
                 Effect::Persist(persist) => {
                     let outcome = self.writer.persist(persist.batch().clone()).await;
                     if outcome == Err(PersistError::NotLeader) {
-                        return Err(Failure::Retry(
-                            "this node stopped being the writer".to_owned(),
-                        ));
+                        return Err(Failure::Retry(RetryReason::StoppedBeingWriter));
                     }
                     effect = persist.complete(outcome, now_ms());
                 }
@@ -291,11 +292,42 @@ impl Cluster {
     }
 }
 
+/// Why a mutation is tried again (logged at debug on each retry).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RetryReason {
+    /// The log names no writer yet.
+    #[error("no writer is known yet")]
+    NoWriterKnown,
+    /// The log still names this node, which is no longer (or not yet) the writer.
+    #[error("this node was the writer and is not any more")]
+    NamedButNotWriter,
+    /// This node is not the writer (a peer forwarded to it, or it lost the election).
+    #[error("this node is not the writer")]
+    NotWriter,
+    /// This node lost the writer role while persisting; nothing was written.
+    #[error("this node stopped being the writer")]
+    StoppedBeingWriter,
+    /// The writer answered NOT_CONTROLLER.
+    #[error("node {node_id} is not the writer any more")]
+    WriterMoved {
+        /// The node the log named.
+        node_id: i32,
+    },
+    /// The writer could not be reached, or gave no answer.
+    #[error("writer {address}: {error}")]
+    Unreachable {
+        /// Its inter-node address.
+        address: String,
+        /// What went wrong.
+        error: forward::ForwardError,
+    },
+}
+
 /// Why a mutation was not answered.
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// Nothing was done; the writer is elsewhere or unknown: try again where it is.
-    Retry(String),
+    Retry(RetryReason),
     /// The envelope failed with this code.
     Envelope(ErrorCode),
 }

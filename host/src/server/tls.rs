@@ -122,9 +122,19 @@ pub fn client_config(config: &UpstreamTlsConfig) -> Result<ClientConfig, TlsSetu
     }
 }
 
+/// An address whose host is neither a DNS name nor an IP address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{host}` is no TLS server name: {reason}")]
+pub struct InvalidServerName {
+    /// The host part of the address.
+    pub host: String,
+    /// What rustls said of it.
+    pub reason: String,
+}
+
 /// The name a broker's certificate must carry when Portcullis connects to `address`
 /// (`host:port`, `[v6]:port`): its host, as a DNS name or an IP address.
-pub fn server_name(address: &str) -> Result<ServerName<'static>, String> {
+pub fn server_name(address: &str) -> Result<ServerName<'static>, InvalidServerName> {
     let host = match address.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() => host,
         _ => address,
@@ -133,8 +143,10 @@ pub fn server_name(address: &str) -> Result<ServerName<'static>, String> {
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    ServerName::try_from(host.to_owned())
-        .map_err(|e| format!("`{host}` is no TLS server name: {e}"))
+    ServerName::try_from(host.to_owned()).map_err(|e| InvalidServerName {
+        host: host.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// Chain verification without the name check (`verify_server_name = false`, for tests): a

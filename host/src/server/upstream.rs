@@ -359,7 +359,7 @@ impl UpstreamConnection {
                         address: address.to_owned(),
                         reason,
                     };
-                    let name = super::tls::server_name(address).map_err(tls)?;
+                    let name = super::tls::server_name(address).map_err(|e| tls(e.to_string()))?;
                     let stream = connector
                         .connect(name, stream)
                         .await
