@@ -13,8 +13,10 @@ through the run, by Portcullis' counters and by the clients' own (Java's
 successful-reauthentication-total, librdkafka's SaslHandshakes beyond the first per connection).
 The provider's count of tokens issued shows the clients fetched new ones.
 
-The two runs (Java producer + consumer, librdkafka producer + consumer) start together, each with
-a Portcullis of its own.
+The three runs (Java producer + consumer, librdkafka producer + consumer, kafkajs producer +
+consumer) start together, each with a Portcullis of its own. kafkajs reports no re-authentication
+count of its own, so its run is judged by Portcullis' counters, the kernel's socket table and what
+kafkajs logged (nothing at WARN or ERROR).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 from confluent_kafka import Producer
 
 from clients import confluent_create_topic, value_for
-from oauth_support import (confluent_oauth_conf, java_oauth_properties, java_oauth_run, oidc,
+from oauth_support import (confluent_oauth_conf, java_oauth_properties, java_oauth_run, oidc, run_kafkajs,
                            start_oauth_portcullis)
 from reauth_support import ConnectionTracker, describe, fresh_metrics, portcullis_ports
 from test_reauth import IDLE_CLOSE_MS, RunResult, _broker_stats, _ConfluentTail, _confluent_read_all
@@ -112,9 +114,29 @@ def _confluent_run(oidc, node, topic: str) -> RunResult:
     return res
 
 
+def _kafkajs_run(oidc, node, topic: str) -> RunResult:
+    client = oidc.client("reader-client")  # a token count of this run's own
+    res = RunResult()
+    issued = oidc.tokens_issued(client)
+    with ConnectionTracker(node.process.proc.pid) as tracker:
+        res.produced = run_kafkajs(oidc, {
+            "mode": "steady", "bootstrap": node.bootstrap, "tokenUrl": oidc.token_url,
+            "clientId": client.client_id, "clientSecret": client.client_secret,
+            "topic": topic, "group": f"{topic}-group", "seconds": RUN_S, "rate": 100,
+            # Re-authenticate when less than 4 s of the session is left, with a token at most half
+            # its 12 s old: every session is long enough to use (client.js explains).
+            "reauthenticationThreshold": 4000, "refreshFraction": 0.5,
+        }, timeout=RUN_S + 180)
+    res.metrics = fresh_metrics(node.metrics)
+    res.connections = tracker.accepted_on(portcullis_ports(node.process))
+    res.extra["tokens_issued"] = oidc.tokens_issued(client) - issued
+    return res
+
+
 RUNS = {
     "test_java_clients_reauthenticate_with_fresh_tokens": "java",
     "test_confluent_reauthenticates_with_fresh_tokens": "confluent",
+    "test_kafkajs_reauthenticates_with_fresh_tokens": "kafkajs",
 }
 
 
@@ -122,7 +144,7 @@ RUNS = {
 def runs(request, launcher, oidc, tmp_path_factory):
     wanted = {RUNS[item.originalname] for item in request.session.items
               if item.module is request.module and item.originalname in RUNS}
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oauth-reauth")
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="oauth-reauth")
     futures: dict[str, Future] = {}
     stamp = time.time_ns() % 10**10
     tmp = tmp_path_factory.mktemp("oauth-reauth")
@@ -133,6 +155,9 @@ def runs(request, launcher, oidc, tmp_path_factory):
     if "confluent" in wanted:
         node = start_oauth_portcullis(launcher, oidc, "oauth-reauth-ck")
         futures["confluent"] = pool.submit(_confluent_run, oidc, node, f"oauth-reauth-ck-{stamp}")
+    if "kafkajs" in wanted:
+        node = start_oauth_portcullis(launcher, oidc, "oauth-reauth-kjs")
+        futures["kafkajs"] = pool.submit(_kafkajs_run, oidc, node, f"oauth-reauth-kjs-{stamp}")
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -199,3 +224,17 @@ def test_confluent_reauthenticates_with_fresh_tokens(runs):
     assert res.metrics["successful_reauthentication"] >= client_reauths, (res.metrics, res.extra)
     assert res.readback == {**res.readback, "expected": p["sent"], "distinct": p["sent"], "duplicates": 0,
                             "redelivered": 0, "missing": 0, "wrong_values": 0, "unexpected": 0}, res.readback
+
+
+def test_kafkajs_reauthenticates_with_fresh_tokens(runs):
+    """kafkajs 2.2.4 (re-authentication before a request once the session is nearly over, a new
+    token from its `oauthBearerProvider`): 100 records/s for 60 s while a consumer group member
+    reads the topic; nothing failed, retried or logged, every record read exactly once."""
+    res = runs["kafkajs"].result(timeout=RUN_S + 400)
+    _report("kafkajs", res)
+    p = res.produced
+    assert p["_returncode"] == 0 and p["ok"] is True, p
+    assert p["sent"] >= RUN_S * 100 * 0.8 and p["failed"] == 0, p
+    assert p["consumed_distinct"] == p["sent"] and p["duplicates"] == 0 and p["bad_values"] == 0, p
+    assert p["logged"] == 0 and p["crashed"] is None, p
+    _assert_reauthenticated_throughout(res)

@@ -14,13 +14,23 @@
 //     success, and only its next request fails, when the server closes the connection. So it never
 //     reports KafkaJSSASLAuthenticationError for a refused token; the summary lists the errors it did
 //     report (the test compares them between Kafka and Portcullis).
+//   mode "steady": topic, seconds, rate, group. Creates the topic (3 partitions), starts a consumer
+//     group member on it, produces `rate` keyed records a second (in batches of rate/10 every
+//     100 ms, acks all) for `seconds` once the member has joined its group, then waits until the
+//     consumer has seen every key. For the
+//     re-authentication test: tokens live 12 s, so every connection that lives through the run
+//     re-authenticates (kafkajs does so before a request once its session has less than
+//     `reauthenticationThreshold` left, 4 s here). The summary counts what kafkajs logged at WARN
+//     or ERROR (a retried request, a lost connection, a crashed consumer): the test wants none.
 //
 // The token comes from `oauthBearerProvider`, which kafkajs calls at every (re-)authentication:
 // here it fetches one from the provider's token endpoint by client credentials (HTTP basic), and
-// reuses it until 80 % of its lifetime has passed, as an application would.
+// reuses it until `refreshFraction` (default 0.8) of its lifetime has passed, as an application would.
+// The steady mode refreshes at half the lifetime: kafkajs re-authenticates when the session has less
+// than its threshold left, and a token reused past that point would give sessions too short to use.
 
 const crypto = require('node:crypto');
-const { Kafka, logLevel } = require('kafkajs');
+const { Kafka, Partitioners, logLevel } = require('kafkajs');
 
 const args = JSON.parse(process.argv[2]);
 const stats = { token_fetches: 0, provider_calls: 0 };
@@ -40,7 +50,8 @@ async function fetchToken() {
   if (!res.ok) throw new Error(`token endpoint answered ${res.status}: ${await res.text()}`);
   const body = await res.json();
   stats.token_fetches += 1;
-  return { value: body.access_token, refreshAt: Date.now() + body.expires_in * 800 };
+  const fraction = args.refreshFraction ?? 0.8;
+  return { value: body.access_token, refreshAt: Date.now() + body.expires_in * 1000 * fraction };
 }
 
 async function oauthBearerProvider() {
@@ -50,14 +61,22 @@ async function oauthBearerProvider() {
   return { value: cached.value };
 }
 
+// What kafkajs logged at WARN or ERROR (the steady mode reports it; other modes log only errors).
+const logged = [];
+const logCreator = () => ({ level, log }) => {
+  if (level <= logLevel.WARN) logged.push({ level, message: String(log.message), error: log.error });
+};
+
 const kafka = new Kafka({
   clientId: 'portcullis-kafkajs-oauth',
   brokers: [args.bootstrap],
   sasl: { mechanism: 'oauthbearer', oauthBearerProvider },
   connectionTimeout: 10000,
   requestTimeout: 30000,
+  reauthenticationThreshold: args.reauthenticationThreshold ?? 10000,
   retry: { retries: args.mode === 'expect-refusal' ? 0 : 5 },
-  logLevel: logLevel.ERROR,
+  logLevel: args.mode === 'steady' ? logLevel.WARN : logLevel.ERROR,
+  ...(args.mode === 'steady' ? { logCreator } : {}),
 });
 
 async function roundtrip() {
@@ -107,6 +126,82 @@ async function roundtrip() {
   return summary.ok ? 0 : 1;
 }
 
+async function steady() {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic: args.topic, numPartitions: 3 }], waitForLeaders: true });
+  await admin.disconnect();
+
+  const seen = new Set();
+  let duplicates = 0;
+  let badValues = 0;
+  let crashed = null;
+  let target = Infinity;
+  let allSeen;
+  const done = new Promise((resolve) => { allSeen = resolve; });
+  const consumer = kafka.consumer({ groupId: args.group });
+  consumer.on(consumer.events.CRASH, (e) => { crashed = String(e.payload?.error ?? e); });
+  let joined;
+  const groupJoined = new Promise((resolve) => { joined = resolve; });
+  consumer.on(consumer.events.GROUP_JOIN, () => joined());
+  await consumer.connect();
+  await consumer.subscribe({ topic: args.topic, fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      const key = message.key.toString();
+      if (seen.has(key)) duplicates += 1;
+      seen.add(key);
+      if (message.value.toString() !== valueFor(key)) badValues += 1;
+      if (seen.size >= target) allSeen();
+    },
+  });
+
+  // The partitioner named, or kafkajs warns that its default changed in 2.0.
+  // Until the member has joined, a fresh cluster may answer the coordinator lookup with
+  // COORDINATOR_NOT_AVAILABLE while it creates __consumer_offsets (Kafka's own behaviour, which
+  // kafkajs logs as an error and retries): what was logged before the run starts is reported apart.
+  await Promise.race([groupJoined, new Promise((resolve) => { setTimeout(resolve, 60000); })]);
+  const beforeRun = logged.splice(0);
+  const producer = kafka.producer({ allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  const perTick = Math.max(1, Math.round(args.rate / 10));
+  const end = Date.now() + args.seconds * 1000;
+  let sent = 0;
+  let failed = 0;
+  let next = Date.now();
+  while (Date.now() < end) {
+    const messages = [];
+    for (let j = 0; j < perTick; j += 1) {
+      const key = `kjs-${sent + j}`;
+      messages.push({ key, value: valueFor(key) });
+    }
+    try {
+      await producer.send({ topic: args.topic, acks: -1, messages });
+      sent += messages.length;
+    } catch (e) {
+      failed += messages.length;
+      logged.push({ level: logLevel.ERROR, message: `send failed: ${e}` });
+    }
+    next += 100;
+    const wait = next - Date.now();
+    if (wait > 0) await new Promise((resolve) => { setTimeout(resolve, wait); });
+  }
+  await producer.disconnect();
+  target = sent;
+  if (seen.size >= target) allSeen();
+  await Promise.race([done, new Promise((resolve) => { setTimeout(resolve, 60000); })]);
+  await consumer.disconnect();
+  const summary = {
+    ok: failed === 0 && seen.size === sent && duplicates === 0 && badValues === 0 && crashed === null
+      && logged.length === 0,
+    sent, failed, consumed_distinct: seen.size, duplicates, bad_values: badValues, crashed,
+    logged: logged.length, first_logged: logged.slice(0, 5),
+    logged_before_run: beforeRun.map((e) => `${e.message}: ${e.error ?? ''}`).slice(0, 5), ...stats,
+  };
+  console.log(JSON.stringify(summary));
+  return summary.ok ? 0 : 1;
+}
+
 async function expectRefusal() {
   const admin = kafka.admin();
   try {
@@ -127,7 +222,8 @@ async function expectRefusal() {
   }
 }
 
-(args.mode === 'expect-refusal' ? expectRefusal() : roundtrip())
+const modes = { roundtrip, steady, 'expect-refusal': expectRefusal };
+(modes[args.mode] ?? roundtrip)()
   .then((rc) => process.exit(rc))
   .catch((e) => {
     console.log(JSON.stringify({ ok: false, error: String(e?.stack ?? e), ...stats }));
