@@ -1053,7 +1053,14 @@ fn build_policy(
             // `delegated` is configured in `[forwarding.delegated]`, not a `[plugins.*]` table.
             let delegated_text;
             let text = if factory.name == "delegated" {
-                delegated_text = config.forwarding.delegated.policy_text();
+                delegated_text = crate::delegated_config::DelegatedConfig(
+                    config
+                        .forwarding
+                        .delegated_settings()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+                .policy_text();
                 delegated_text.as_str()
             } else {
                 tables.text(name)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -79,10 +80,13 @@ def upstream_users(kafka_env, java, tmp_path_factory):
 
 
 def start_node(launcher_dir: Path, binary: Path, kafka_env, name: str, *, service=(SERVICE, SERVICE_PW),
-               policy: str = "delegated", delegated: dict | None = None, extra: str = "") -> PortcullisProcess:
+               policy: str = "delegated", delegated: dict | None = None, extra: str = "",
+               libs: tuple[Path, ...] = ()) -> PortcullisProcess:
     workdir = launcher_dir / f"portcullis-{name}"
     workdir.mkdir(parents=True)
     (workdir / "plugins").mkdir()
+    for lib in libs:
+        shutil.copy(lib, workdir / "plugins")
     p = PortcullisProcess(binary, workdir, name)
     p.write_config(upstream={"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]],
                              "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
@@ -244,6 +248,42 @@ def test_upstream_acls_decide_as_the_real_user(node_factory, upstream_users, kaf
     # With authorizer = "local" (the default) Portcullis' own authorizer still decides first.
     local = node_factory("acl-local", extra=local_acls)
     assert produce_one(conf(local, "dlg-ann"), t_ann, timeout=10) == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_a_plugin_policy_over_the_c_abi_routes_with_the_clients_own_identity(
+        node_factory, upstream_users, kafka_env, unique):
+    """A forwarding policy loaded from a cdylib (examples/topic-guard, `upstream_identity =
+    "delegated"`) routes upstream-bound requests with UpstreamIdentity::Delegated across the C ABI;
+    with `[forwarding.delegated]` present the host gives each user its own upstream token, so Kafka
+    authorizes the real user: dlg-cat, whom an upstream ACL lets write, produces; dlg-dan, whom none
+    does, gets TOPIC_AUTHORIZATION_FAILED (the service principal may write nowhere, so neither could
+    as the service). The plugin still screens: produce to `audit.*` is refused by it."""
+    from test_plugin_kinds import EXAMPLES
+    from test_plugin_mechanism import built_library
+    tools: Tools = upstream_users
+    topic, audit = unique("dlg-plugin-t"), f"audit.{unique('dlg-plugin')}"
+    ka = kafka_conf(kafka_env, "admin")
+    for t in (topic, audit):
+        assert admin_outcome(ka, "create", t) == "ok"
+    for t in (topic, audit):
+        r = tools.run([("acl", ACL_COMMAND, kafka_env["KAFKA_ADMIN_USER"],
+                        ["--add", "--allow-principal", "User:dlg-cat", "--operation", "Write", "--topic", t])])["acl"]
+        assert r["rc"] == 0, r
+    time.sleep(2)  # ACLs reach the broker's cache asynchronously
+    guard = ('[plugins.config.topic-guard]\nrefuse_produce_to = "^audit\\\\."\n'
+             'upstream_identity = "delegated"\n')
+    node = node_factory("plugin-policy", policy="topic-guard", delegated={"idle_expire_ms": 600000}, extra=guard,
+                        libs=(built_library(*EXAMPLES["topic-guard"]),))
+    assert produce_one(conf(node, "dlg-cat"), topic) == "ok"
+    assert produce_one(conf(node, "dlg-dan"), topic, timeout=10) == "TOPIC_AUTHORIZATION_FAILED"
+    assert produce_one(conf(node, "dlg-cat"), audit, timeout=10) == "TOPIC_AUTHORIZATION_FAILED"
+    owned = tokens_owned_by(tools, kafka_env, "dlg-cat")
+    assert owned, "no upstream token owned by User:dlg-cat"
+    # A plugin policy that asks for the delegated identity without [forwarding.delegated] gets no
+    # upstream connection at all (never the service identity in its place).
+    bare = node_factory("plugin-policy-bare", policy="topic-guard", extra=guard,
+                        libs=(built_library(*EXAMPLES["topic-guard"]),))
+    assert produce_one(conf(bare, "dlg-cat"), topic, timeout=8) != "ok"
 
 
 def test_one_token_for_fifty_concurrent_logins_then_revoked_on_credential_delete(

@@ -9,11 +9,12 @@
 //!
 //! [plugins.config.topic-guard]
 //! refuse_produce_to = "^audit\\..*"
+//! # upstream_identity = "delegated"  # the client's own upstream token; needs [forwarding.delegated]
 //! ```
 use portcullis_plugin_api::acl::{AclOperation, ResourceType};
 use portcullis_plugin_api::api_keys::PRODUCE;
 use portcullis_plugin_api::authorizer::{Action, RequestContext};
-use portcullis_plugin_api::forwarding::{ForwardingPolicy, RequestInfo, Route};
+use portcullis_plugin_api::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis_plugin_api::{Host, Plugin, PluginError};
 use regex::Regex;
 
@@ -21,10 +22,22 @@ use regex::Regex;
 #[serde(deny_unknown_fields)]
 pub struct Config {
     refuse_produce_to: String,
+    /// `"service"` (default) or `"delegated"`.
+    #[serde(default)]
+    upstream_identity: Identity,
+}
+
+#[derive(serde::Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Identity {
+    #[default]
+    Service,
+    Delegated,
 }
 
 pub struct TopicGuard {
     pattern: Regex,
+    identity: Identity,
     host: Host,
 }
 
@@ -37,6 +50,7 @@ impl Plugin for TopicGuard {
             .map_err(|e| PluginError::invalid_value("refuse_produce_to", e.to_string()))?;
         Ok(Self {
             pattern,
+            identity: config.upstream_identity,
             host: host.clone(),
         })
     }
@@ -48,7 +62,12 @@ impl ForwardingPolicy for TopicGuard {
     }
 
     fn route(&self, request: &RequestInfo<'_>) -> Route {
-        Route::standard(request.api_key)
+        match (Route::standard(request.api_key), self.identity) {
+            (Route::Upstream { .. }, Identity::Delegated) => Route::Upstream {
+                identity: UpstreamIdentity::Delegated,
+            },
+            (route, _) => route,
+        }
     }
 
     fn screens_actions(&self) -> bool {

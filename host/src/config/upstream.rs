@@ -108,15 +108,29 @@ pub struct ForwardingConfig {
     /// API keys refused outright.
     #[serde(default)]
     pub deny_api_keys: Vec<i16>,
-    /// `[forwarding.delegated]`: the `delegated` policy's settings (see `delegated_config.rs`).
+    /// `[forwarding.delegated]`: the upstream delegation tokens' settings (see
+    /// `delegated_config.rs`). The `delegated` policy uses them (its defaults when the table is
+    /// absent); for any other policy the table's presence is what lets a plugin policy route
+    /// requests with the client's own identity.
     #[serde(default)]
-    pub delegated: crate::delegated_config::DelegatedConfig,
+    pub delegated: Option<crate::delegated_config::DelegatedConfig>,
 }
 
+/// `[forwarding.delegated]`'s defaults, for the `delegated` policy without the table.
+static DEFAULT_DELEGATED: std::sync::LazyLock<crate::delegated_config::DelegatedSettings> =
+    std::sync::LazyLock::new(Default::default);
+
 impl ForwardingConfig {
-    /// `[forwarding.delegated]` when the policy is `delegated` (`None` otherwise).
+    /// The upstream delegation tokens' settings, when the node may connect upstream as its
+    /// clients: with the `delegated` policy (the table or its defaults), or with any other policy
+    /// when `[forwarding.delegated]` is present (a plugin policy may then choose
+    /// `UpstreamIdentity::Delegated`). `None`: every request goes upstream as the service.
     pub fn delegated_settings(&self) -> Option<&crate::delegated_config::DelegatedSettings> {
-        (self.policy == "delegated").then_some(&self.delegated.0)
+        match &self.delegated {
+            Some(table) => Some(&table.0),
+            None if self.policy == "delegated" => Some(&DEFAULT_DELEGATED),
+            None => None,
+        }
     }
 
     /// `authorizer = "upstream"` under the `delegated` policy: upstream-bound requests are
@@ -132,7 +146,7 @@ impl Default for ForwardingConfig {
         Self {
             policy: default_policy(),
             deny_api_keys: Vec::new(),
-            delegated: Default::default(),
+            delegated: None,
         }
     }
 }
@@ -287,7 +301,20 @@ impl ForwardingConfig {
         if self.policy.trim().is_empty() {
             return Err(invalid("forwarding.policy", "must not be empty"));
         }
-        self.delegated.validate()?;
+        if let Some(table) = &self.delegated {
+            table.validate()?;
+            if self.policy != "delegated"
+                && table.0.authorizer == crate::delegated_config::AuthorizerMode::Upstream
+            {
+                // Another policy may route a request as the service identity, which the upstream
+                // would then authorize as Portcullis: never skip the local authorizer for it.
+                return Err(invalid(
+                    "forwarding.delegated.authorizer",
+                    "\"upstream\" needs forwarding.policy = \"delegated\" (another policy may send \
+                     requests upstream as Portcullis' own identity, which only the local authorizer checks)",
+                ));
+            }
+        }
         for key in &self.deny_api_keys {
             if kafka_protocol::messages::ApiKey::try_from(*key).is_err() {
                 return Err(invalid(

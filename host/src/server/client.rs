@@ -116,6 +116,13 @@ pub(super) enum DriverError {
     WriteStalled(Duration),
     #[error("the response side ended unexpectedly: {0}")]
     ResponseSide(String),
+    /// The forwarding policy routed a request with another identity than the one the
+    /// connection's upstream was opened with: sending it would give it the wrong rights.
+    #[error("the forwarding policy switched the upstream identity of a connection from {opened:?} to {requested:?}; a policy must route one session's requests with one identity")]
+    IdentitySwitched {
+        opened: portcullis::forwarding::UpstreamIdentity,
+        requested: portcullis::forwarding::UpstreamIdentity,
+    },
 }
 
 /// Where a connection is in its life; see the module documentation.
@@ -164,6 +171,7 @@ pub(super) async fn serve<S: ClientStream>(
         upstream: None,
         upstream_lease: None,
         admitted_settings: None,
+        upstream_identity: None,
         reservation: None,
         accepted_at: now,
         last_read: now,
@@ -205,6 +213,9 @@ struct Driver {
     /// With the `delegated` policy: the settings (the principal's token login) obtained when the
     /// session was admitted, for its upstream connection.
     admitted_settings: Option<super::upstream::UpstreamSettings>,
+    /// Who the open upstream connection authenticated as; every request sent on it must have
+    /// been routed with this identity.
+    upstream_identity: Option<portcullis::forwarding::UpstreamIdentity>,
     /// Pre-authentication budget held for the large frame being read.
     reservation: Option<PreAuthReservation>,
     accepted_at: Instant,
@@ -623,7 +634,13 @@ impl Driver {
         identity: &portcullis::forwarding::UpstreamIdentity,
     ) -> Result<(), DriverError> {
         if self.upstream.is_some() {
-            return Ok(());
+            return match &self.upstream_identity {
+                Some(opened) if opened != identity => Err(DriverError::IdentitySwitched {
+                    opened: opened.clone(),
+                    requested: identity.clone(),
+                }),
+                _ => Ok(()),
+            };
         }
         // Who the connection acts as: the service login, or (delegated) the principal's token,
         // normally obtained when the session was admitted.
@@ -664,6 +681,7 @@ impl Driver {
         let (sender, reader) = connection.into_halves(settings.connect_timeout);
         self.queue.push_upstream(reader);
         self.upstream = Some(sender);
+        self.upstream_identity = Some(identity.clone());
         Ok(())
     }
 
@@ -777,7 +795,8 @@ impl Driver {
                 | DriverError::Delegated(_)
                 | DriverError::Authorization(_)
                 | DriverError::Step(_)
-                | DriverError::ResponseSide(_)),
+                | DriverError::ResponseSide(_)
+                | DriverError::IdentitySwitched { .. }),
             ) => tracing::warn!(%peer, ?target, error = %e, "closing client connection"),
             End::Failed(e) => tracing::debug!(%peer, ?target, error = %e, "connection closed"),
             End::PreAuthBudget(size) => tracing::info!(

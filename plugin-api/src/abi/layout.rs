@@ -908,6 +908,11 @@ pub const ROUTE_UPSTREAM: u32 = 2;
 pub const ROUTE_CONTROLLER: u32 = 3;
 /// [`crate::forwarding::Route::Reject`] with `error_code`.
 pub const ROUTE_REJECT: u32 = 4;
+/// [`crate::forwarding::Route::Upstream`] with the client's own identity
+/// ([`crate::forwarding::UpstreamIdentity::Delegated`]). Added within ABI 2: a host that predates
+/// it does not know the value and refuses the request (fails closed); a host that has it refuses
+/// it too unless `[forwarding.delegated]` is configured.
+pub const ROUTE_UPSTREAM_DELEGATED: u32 = 5;
 
 /// A route in C layout.
 #[repr(C)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::super::tables::PolicyFunctions;
 use super::super::{
     AbiBytes, AbiRequestInfo, AbiRoute, ROUTE_CONTROLLER, ROUTE_LOCAL, ROUTE_REJECT,
-    ROUTE_UPSTREAM, STATUS_OK,
+    ROUTE_UPSTREAM, ROUTE_UPSTREAM_DELEGATED, STATUS_OK,
 };
 use super::{abi_action, owned_name, request_context, ContextViews, CreateError, Instance};
 use crate::authorizer::{Action, RequestContext};
@@ -84,6 +84,9 @@ impl ForwardingPolicy for DynamicPolicy {
             ROUTE_LOCAL => Route::Local,
             ROUTE_UPSTREAM => Route::Upstream {
                 identity: UpstreamIdentity::Service,
+            },
+            ROUTE_UPSTREAM_DELEGATED => Route::Upstream {
+                identity: UpstreamIdentity::Delegated,
             },
             ROUTE_CONTROLLER => Route::Controller,
             ROUTE_REJECT => Route::Reject(ErrorCode(

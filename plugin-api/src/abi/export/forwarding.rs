@@ -6,7 +6,8 @@ use std::ffi::c_void;
 use super::super::layout::{
     AbiAction, AbiBytes, AbiHostServices, AbiRequestContext, AbiRequestInfo, AbiRoute, AbiSink,
     ForwardingPolicyTable, PluginExport, PluginKind, ROUTE_CONTROLLER, ROUTE_LOCAL, ROUTE_REJECT,
-    ROUTE_UNSET, ROUTE_UPSTREAM, STATUS_ERROR, STATUS_OK, STATUS_PANICKED,
+    ROUTE_UNSET, ROUTE_UPSTREAM, ROUTE_UPSTREAM_DELEGATED, STATUS_ERROR, STATUS_OK,
+    STATUS_PANICKED,
 };
 use super::scratch::{read_context, with_principal, with_request};
 use super::{contain, export, instance};
@@ -77,6 +78,12 @@ fn abi_route(route: &Route) -> AbiRoute {
             identity: UpstreamIdentity::Service,
         } => AbiRoute {
             kind: ROUTE_UPSTREAM,
+            error_code: 0,
+        },
+        Route::Upstream {
+            identity: UpstreamIdentity::Delegated,
+        } => AbiRoute {
+            kind: ROUTE_UPSTREAM_DELEGATED,
             error_code: 0,
         },
         Route::Controller => AbiRoute {
@@ -184,4 +191,25 @@ unsafe extern "C" fn admits<T: Plugin + ForwardingPolicy>(
         },
         |_| 0,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_route_has_its_own_code_and_the_delegated_identity_is_not_lost() {
+        let delegated = Route::Upstream {
+            identity: UpstreamIdentity::Delegated,
+        };
+        assert_eq!(abi_route(&delegated).kind, ROUTE_UPSTREAM_DELEGATED);
+        assert_eq!(abi_route(&Route::standard(0)).kind, ROUTE_UPSTREAM);
+        assert_eq!(abi_route(&Route::Local).kind, ROUTE_LOCAL);
+        assert_eq!(abi_route(&Route::Controller).kind, ROUTE_CONTROLLER);
+        let reject = abi_route(&Route::Reject(ErrorCode::POLICY_VIOLATION));
+        assert_eq!(
+            (reject.kind, reject.error_code),
+            (ROUTE_REJECT, i32::from(ErrorCode::POLICY_VIOLATION.0))
+        );
+    }
 }
