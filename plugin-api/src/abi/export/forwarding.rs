@@ -196,6 +196,7 @@ unsafe extern "C" fn admits<T: Plugin + ForwardingPolicy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::ErrorCode;
 
     #[test]
     fn each_route_has_its_own_code_and_the_delegated_identity_is_not_lost() {
