@@ -8,7 +8,7 @@
 use serde_json::Value;
 use url::Url;
 
-use super::allow::AllowList;
+use super::allow::{AllowList, UrlRefused};
 use super::http::{HttpClient, HttpError};
 use super::retry::{Backoff, Exhausted};
 
@@ -75,16 +75,25 @@ pub async fn discover(
         .await
 }
 
+/// Why a URL the provider's document gave cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DiscoveredUrlRefused {
+    /// Refused as a configured URL would be (`allowed_urls`, scheme, credentials).
+    #[error(transparent)]
+    Refused(#[from] UrlRefused),
+    /// A `file:` URL: a remote document never names a local file.
+    #[error("`{0}`: a discovered URL must be http(s), never file:")]
+    File(String),
+}
+
 /// A URL the document gave, checked as a configured one would be, and never `file:`.
 ///
 /// # Errors
 /// Why it cannot be used (the caller names the key).
-pub fn check_discovered(allow: &AllowList, url: &str) -> Result<Url, String> {
-    let parsed = allow.check(url).map_err(|e| e.to_string())?;
+pub fn check_discovered(allow: &AllowList, url: &str) -> Result<Url, DiscoveredUrlRefused> {
+    let parsed = allow.check(url)?;
     if parsed.scheme() == "file" {
-        return Err(format!(
-            "`{url}`: a discovered URL must be http(s), never file:"
-        ));
+        return Err(DiscoveredUrlRefused::File(url.to_owned()));
     }
     Ok(parsed)
 }

@@ -151,18 +151,13 @@ impl HttpClient {
         self.send(request).await
     }
 
-    /// POSTs the form `fields` (`application/x-www-form-urlencoded`) to `url`, with HTTP basic
-    /// authentication as `client_id` when given (RFC 6749 §2.3.1: both halves form-encoded
-    /// first), and returns the body of a 2xx answer.
-    ///
-    /// # Errors
-    /// [`HttpError`].
-    pub async fn post_form(
+    /// The POST of a form, with HTTP basic authentication when given.
+    fn form_request(
         &self,
         url: &Url,
         fields: &[(&str, &str)],
         basic: Option<(&str, &Secret)>,
-    ) -> Result<Bytes, HttpError> {
+    ) -> Result<reqwest::RequestBuilder, HttpError> {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(fields)
             .finish();
@@ -178,10 +173,52 @@ impl HttpClient {
         if let Some((id, secret)) = basic {
             request = request.header(AUTHORIZATION, basic_auth(id, secret)?);
         }
+        Ok(request)
+    }
+
+    /// POSTs the form `fields` (`application/x-www-form-urlencoded`) to `url`, with HTTP basic
+    /// authentication as `client_id` when given (RFC 6749 §2.3.1: both halves form-encoded
+    /// first), and returns the body of a 2xx answer.
+    ///
+    /// # Errors
+    /// [`HttpError`].
+    pub async fn post_form(
+        &self,
+        url: &Url,
+        fields: &[(&str, &str)],
+        basic: Option<(&str, &Secret)>,
+    ) -> Result<Bytes, HttpError> {
+        let request = self.form_request(url, fields, basic)?;
         self.send(request).await
     }
 
+    /// As [`Self::post_form`], but an answer of any status other than a redirect is returned with
+    /// its status and body (under the same cap): a token endpoint's refusal is a JSON body
+    /// (`{"error":"invalid_grant"}`, RFC 6749 §5.2) that says why, and whether to retry.
+    ///
+    /// # Errors
+    /// [`HttpError`], never [`HttpError::Status`].
+    pub async fn post_form_answer(
+        &self,
+        url: &Url,
+        fields: &[(&str, &str)],
+        basic: Option<(&str, &Secret)>,
+    ) -> Result<(u16, Bytes), HttpError> {
+        let request = self.form_request(url, fields, basic)?;
+        self.answer(request).await
+    }
+
+    /// A 2xx answer's body.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Bytes, HttpError> {
+        match self.answer(request).await? {
+            (status, body) if (200..300).contains(&status) => Ok(body),
+            (status, _) => Err(HttpError::Status(status)),
+        }
+    }
+
+    /// The status and body of an answer that is not a redirect. A non-2xx answer's body is read
+    /// under the same cap.
+    async fn answer(&self, request: reqwest::RequestBuilder) -> Result<(u16, Bytes), HttpError> {
         let mut response = request.send().await.map_err(|e| self.transport(&e))?;
         let status = response.status();
         if status.is_redirection() {
@@ -194,9 +231,6 @@ impl HttpClient {
                 status: status.as_u16(),
                 location,
             });
-        }
-        if !status.is_success() {
-            return Err(HttpError::Status(status.as_u16()));
         }
         if response
             .content_length()
@@ -211,7 +245,7 @@ impl HttpClient {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(Bytes::from(body))
+        Ok((status.as_u16(), Bytes::from(body)))
     }
 
     async fn read_file(&self, url: &Url) -> Result<Bytes, HttpError> {

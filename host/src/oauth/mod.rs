@@ -389,7 +389,7 @@ async fn start_io(
                 discovery::check_discovered(allow, value).map_err(|reason| {
                     config_error(
                         format!("{key} (`{member}` from oauthbearer.discovery_url)"),
-                        reason,
+                        reason.to_string(),
                     )
                 })
             };

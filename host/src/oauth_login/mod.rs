@@ -362,7 +362,8 @@ mod tests {
     use base64::Engine;
 
     /// A token endpoint that records each request and answers with a fresh JWT whose `exp` is
-    /// 60 s after a counter (the HTTP path is covered in host/tests/oauth_login.rs).
+    /// 60 s after a counter (the HTTP path is tested against a real provider in
+    /// tests/interop/test_oauth_upstream.py and test_oauth_jwt_bearer.py).
     /// One request as the endpoint saw it: the form, and `id:secret` of its basic auth.
     type Seen = (Vec<(String, String)>, Option<String>);
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use portcullis::secret::Secret;
 
 use super::fetch::{EndpointResponse, TokenEndpoint, TransportError};
-use crate::oauth::http::{HttpClient, HttpError};
+use crate::oauth::http::HttpClient;
 
 /// How long one token request may take (connect, send, read).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,15 +40,12 @@ impl HttpTokenEndpoint {
         let client = HttpClient::new(self.ca_file.clone(), self.needs_tls, REQUEST_TIMEOUT)
             .map_err(|e| TransportError(e.to_string()))?;
         let url = url::Url::parse(url).map_err(|e| TransportError(e.to_string()))?;
-        match client.post_form(&url, form, basic_auth).await {
-            Ok(body) => Ok(EndpointResponse {
-                status: 200,
-                body: body.to_vec(),
-            }),
-            // An HTTP answer: the retry rules depend on its status.
-            Err(HttpError::Status(status)) => Ok(EndpointResponse {
+        // Any HTTP answer goes back with its status and body: the retry rules depend on the
+        // status, and a refusal's body names the OAuth error (`invalid_grant`, ...).
+        match client.post_form_answer(&url, form, basic_auth).await {
+            Ok((status, body)) => Ok(EndpointResponse {
                 status,
-                body: Vec::new(),
+                body: body.to_vec(),
             }),
             Err(other) => Err(TransportError(other.to_string())),
         }
