@@ -4,7 +4,8 @@
 //
 // Provider (http://127.0.0.1:$OIDC_PORT, the issuer):
 //   /.well-known/openid-configuration  discovery
-//   /token                             client credentials (client_secret_basic or _post)
+//   /token                             client credentials (client_secret_basic or _post), and the
+//                                      JWT-bearer grant (RFC 7523, KIP-1139; below)
 //   /token/introspection               RFC 7662 (opaque tokens only: oidc-provider refuses JWTs there)
 //   /jwks                              the public key set (any query string, e.g. /jwks?node=a, is
 //                                      counted apart, so each Portcullis can have its own count)
@@ -13,10 +14,36 @@
 // sub (the client id: oidc-provider's choice for client credentials), iat, exp, jti, client_id and
 // a `groups` claim (per client), or opaque tokens for the opaque client. Keys are generated at start.
 //
+// JWT-bearer grant (RFC 7523 §2.1, what Kafka's KIP-1139 JwtBearerJwtRetriever and Portcullis'
+// oauth-jwt-bearer login module send): POST /token with
+// grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer and assertion=<JWT>, optionally scope and
+// resource, and no client authentication (RFC 7523 §3: the assertion is the proof; its `iss` names
+// the client). oidc-provider finds the client before any grant handler runs and refuses a request
+// that names none, so a /token request without an Authorization header, whose grant is this one
+// and whose form has no client_id, gets client_id=<the assertion's iss> added before oidc-provider
+// reads it (through req.body: oidc-provider warns once that the body was already read). The one
+// client of this grant (OIDC_JWT_BEARER_CLIENT_ID, default jwt-bearer-client; token endpoint auth
+// `none`) has an RSA key pair made at start, whose private key the admin API hands out. The
+// assertion must be RS256, signed by that key (a `kid` header, if any, must be its kid), with
+// iss = the client id, sub = one of the client's subjects (the main client's id: the principal
+// Kafka's OAUTH listener makes a super user), aud = the token endpoint URL or the issuer, exp in
+// the future and at most 3600 s away, nbf and iat not in the future (5 s leeway), and a jti that
+// was not used before (if it has one). Anything else is refused with invalid_grant (HTTP 400;
+// error_description says why: signature, expired, claim iss/sub/aud/nbf/iat, lifetime, kid,
+// replay, malformed, alg), counted by reason. Accepted: an access token as for client credentials
+// (JWT for the resource kafka, signed by the provider's current RS256 key, groups ["testers"]), whose
+// sub is the assertion's sub.
+//
 // Admin API (http://127.0.0.1:$OIDC_ADMIN_PORT, OIDC_ADMIN_URL), JSON in and out:
 //   GET  /health          {"ok": true}
 //   GET  /clients         the client-credentials clients: [{client_id, client_secret, groups, alg, format}]
-//   GET  /tokens-issued   {client_id: access tokens issued to it by client credentials}
+//   GET  /tokens-issued   {client_id: JWT access tokens issued to it, by client credentials or the
+//                          JWT-bearer grant}; ?grant=client_credentials or
+//                          ?grant=urn:ietf:params:oauth:grant-type:jwt-bearer: by that grant only
+//   GET  /jwt-bearer-client  the JWT-bearer client: {client_id, private_key_pem (PKCS#8), alg, kid,
+//                          subjects, audiences (accepted `aud` values), token_endpoint,
+//                          refused: {reason: count}, refusals: [{reason, assertion}] (the last 20
+//                          refused assertions, so a test can check that nobody printed them)}
 //   GET  /keys            the published keys: [{kid, alg, kty, current}] (public facts only)
 //   GET  /jwks-requests   {"total", "ok", "unavailable", "by_url": {url: {ok, unavailable, agents}},
 //                          "by_user_agent": {agent: count}}: every request to a JWKS path, by its
@@ -41,13 +68,14 @@
 //                         Answers {"token", "header", "claims"}
 //
 // Environment: OIDC_PORT, OIDC_ADMIN_PORT (required); OIDC_TOKEN_TTL_SECONDS (12), OIDC_AUDIENCE
-// (kafka), OIDC_CLIENT_ID / OIDC_CLIENT_SECRET (the main client). Test-only secrets, loopback only.
+// (kafka), OIDC_CLIENT_ID / OIDC_CLIENT_SECRET (the main client), OIDC_JWT_BEARER_CLIENT_ID.
+// Test-only secrets and keys, loopback only.
 
 import * as crypto from 'node:crypto';
 import * as http from 'node:http';
 
 import * as jose from 'jose';
-import Provider from 'oidc-provider';
+import Provider, { errors } from 'oidc-provider';
 
 const PORT = Number(process.env.OIDC_PORT);
 const ADMIN_PORT = Number(process.env.OIDC_ADMIN_PORT);
@@ -79,6 +107,24 @@ const CLIENTS = [
 ];
 const clientById = new Map(CLIENTS.map((c) => [c.client_id, c]));
 
+// The JWT-bearer grant's client (header comment). Its key pair is made at start (below).
+const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const TOKEN_URL = `${ISSUER}/token`;
+const JWT_BEARER = {
+  client_id: process.env.OIDC_JWT_BEARER_CLIENT_ID || 'jwt-bearer-client',
+  subjects: [CLIENTS[0].client_id],
+  audiences: [TOKEN_URL, ISSUER],
+  groups: ['testers'], alg: 'RS256', format: 'jwt',
+  kid: undefined, publicKey: undefined, privateKeyPem: undefined,
+};
+const MAX_ASSERTION_LIFETIME_S = 3600;
+const ASSERTION_LEEWAY_S = 5;
+
+// The settings of a client's tokens: a client-credentials client or the JWT-bearer client.
+function tokenClient(clientId) {
+  return clientById.get(clientId) ?? (clientId === JWT_BEARER.client_id ? JWT_BEARER : undefined);
+}
+
 // ---- keys -----------------------------------------------------------------------------------------
 
 // Every published key, newest first: oidc-provider signs with the first key of the wanted alg.
@@ -104,14 +150,24 @@ function currentKey(alg) {
 // opaque tokens issued before a rotation still introspect after it.
 function buildProvider() {
   const provider = new Provider(ISSUER, {
-    clients: CLIENTS.map((c) => ({
-      client_id: c.client_id,
-      client_secret: c.client_secret,
-      grant_types: ['client_credentials'],
-      scope: SCOPES,
-      redirect_uris: [],
-      response_types: [],
-    })),
+    clients: [
+      ...CLIENTS.map((c) => ({
+        client_id: c.client_id,
+        client_secret: c.client_secret,
+        grant_types: ['client_credentials'],
+        scope: SCOPES,
+        redirect_uris: [],
+        response_types: [],
+      })),
+      {
+        client_id: JWT_BEARER.client_id,
+        token_endpoint_auth_method: 'none', // the assertion is the proof (RFC 7523 §3)
+        grant_types: [JWT_BEARER_GRANT],
+        scope: SCOPES,
+        redirect_uris: [],
+        response_types: [],
+      },
+    ],
     jwks: { keys: keys.map((k) => k.jwk) },
     scopes: ['openid', ...SCOPES.split(' ')],
     features: {
@@ -122,41 +178,179 @@ function buildProvider() {
         enabled: true,
         defaultResource: async (_ctx, _client, oneOf) => oneOf ?? RESOURCE,
         useGrantedResource: async () => true,
-        getResourceServerInfo: async (_ctx, indicator, client) => {
-          if (indicator !== RESOURCE) {
-            throw new Provider.errors.InvalidTarget();
-          }
-          const c = clientById.get(client.clientId);
-          return {
-            scope: SCOPES,
-            audience: AUDIENCE,
-            accessTokenTTL: TTL,
-            accessTokenFormat: c.format,
-            ...(c.format === 'jwt' ? { jwt: { sign: { alg: c.alg } } } : {}),
-          };
-        },
+        getResourceServerInfo: async (_ctx, indicator, client) => resourceServerInfo(indicator, client.clientId),
       },
     },
     // sub is the client id for client credentials in the JWT format already; opaque tokens'
     // introspection answers carry no sub unless it is an extra claim, so it is one for every token.
+    // A JWT-bearer token's sub is its assertion's.
     extraTokenClaims: async (_ctx, token) => {
-      const c = clientById.get(token.clientId);
-      return c ? { sub: c.client_id, groups: c.groups } : undefined;
+      const c = tokenClient(token.clientId);
+      return c ? { sub: assertionSubjects.get(token) ?? c.client_id, groups: c.groups } : undefined;
+    },
+    // oidc-provider puts the client id in a client-credentials JWT's sub, after the extra claims.
+    formats: {
+      customizers: {
+        jwt: async (_ctx, token, jwt) => {
+          const sub = assertionSubjects.get(token);
+          if (sub !== undefined) jwt.payload.sub = sub;
+        },
+      },
     },
     ttl: { ClientCredentials: TTL, AccessToken: TTL },
     // oidc-provider wants cookie keys even though no flow here uses cookies.
     cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   });
+  provider.registerGrantType(JWT_BEARER_GRANT, jwtBearerGrant, ['assertion', 'scope', 'resource']);
   provider.on('server_error', (_ctx, err) => console.error('server_error', err));
+  // Both grants' tokens are ClientCredentials tokens (JWTs are "issued", not stored).
   provider.on('client_credentials.issued', (token) => {
-    tokensIssued[token.clientId] = (tokensIssued[token.clientId] || 0) + 1;
+    const grant = assertionSubjects.has(token) ? JWT_BEARER_GRANT : 'client_credentials';
+    const counts = (tokensIssued[grant] ??= {});
+    counts[token.clientId] = (counts[token.clientId] || 0) + 1;
   });
   provider.on('grant.error', (_ctx, err) => console.error('grant.error', err.message, err.error_description ?? ''));
   return provider;
 }
 
+function resourceServerInfo(indicator, clientId) {
+  if (indicator !== RESOURCE) {
+    throw new errors.InvalidTarget();
+  }
+  const c = tokenClient(clientId);
+  return {
+    scope: SCOPES,
+    audience: AUDIENCE,
+    accessTokenTTL: TTL,
+    accessTokenFormat: c.format,
+    ...(c.format === 'jwt' ? { jwt: { sign: { alg: c.alg } } } : {}),
+  };
+}
+
 let handler; // the current provider's request handler
-const tokensIssued = {}; // client id -> access tokens issued by client credentials
+const tokensIssued = {}; // grant -> client id -> JWT access tokens issued
+
+// ---- the JWT-bearer grant (RFC 7523) ------------------------------------------------------------------
+
+const assertionSubjects = new WeakMap(); // JWT-bearer token -> the sub of its assertion
+const usedJtis = new Map(); // jti of an accepted assertion -> its exp (forgotten after that)
+const jwtBearerRefused = {}; // reason -> count
+const jwtBearerRefusals = []; // the last 20: {reason, assertion}
+
+function refuseAssertion(reason, assertion) {
+  jwtBearerRefused[reason] = (jwtBearerRefused[reason] || 0) + 1;
+  jwtBearerRefusals.push({ reason, assertion });
+  if (jwtBearerRefusals.length > 20) jwtBearerRefusals.shift();
+  const err = new errors.InvalidGrant();
+  err.error_description = `assertion refused: ${reason}`;
+  return err;
+}
+
+// Why jose refused an assertion, as a short reason.
+function joseReason(e) {
+  switch (e?.code) {
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED': return 'signature';
+    case 'ERR_JWT_EXPIRED': return 'expired';
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': return `claim ${e.claim}`;
+    case 'ERR_JOSE_ALG_NOT_ALLOWED': return 'alg';
+    default: return 'malformed';
+  }
+}
+
+async function jwtBearerGrant(ctx) {
+  const { client, params } = ctx.oidc;
+  const { InvalidRequest, InvalidScope, InvalidTarget } = errors;
+  // Only the JWT-bearer client has the grant (oidc-provider checked the client's grant_types).
+  const c = JWT_BEARER;
+  const { assertion } = params;
+  if (!assertion) throw new InvalidRequest("missing required parameter 'assertion'");
+  let header;
+  try {
+    header = jose.decodeProtectedHeader(assertion);
+  } catch {
+    throw refuseAssertion('malformed', assertion);
+  }
+  if (header.kid !== undefined && header.kid !== c.kid) throw refuseAssertion('kid', assertion);
+  let payload;
+  try {
+    ({ payload } = await jose.jwtVerify(assertion, c.publicKey, {
+      algorithms: [c.alg],
+      issuer: client.clientId,
+      audience: c.audiences,
+      requiredClaims: ['iss', 'sub', 'aud', 'exp'],
+      clockTolerance: ASSERTION_LEEWAY_S,
+    }));
+  } catch (e) {
+    throw refuseAssertion(joseReason(e), assertion);
+  }
+  const now = Math.floor(Date.now() / 1000);
+  if (!c.subjects.includes(payload.sub)) throw refuseAssertion('claim sub', assertion);
+  if (payload.exp - now > MAX_ASSERTION_LIFETIME_S) throw refuseAssertion('lifetime', assertion);
+  if (payload.iat !== undefined && payload.iat > now + ASSERTION_LEEWAY_S) throw refuseAssertion('claim iat', assertion);
+  for (const [jti, exp] of usedJtis) if (exp + ASSERTION_LEEWAY_S < now) usedJtis.delete(jti);
+  if (payload.jti !== undefined) {
+    if (typeof payload.jti !== 'string' || usedJtis.has(payload.jti)) throw refuseAssertion('replay', assertion);
+    usedJtis.set(payload.jti, payload.exp);
+  }
+
+  if (params.resource !== undefined && params.resource !== RESOURCE) throw new InvalidTarget();
+  const scopes = params.scope ? params.scope.split(' ').filter(Boolean) : [];
+  const allowed = new Set(SCOPES.split(' '));
+  if (scopes.some((s) => !allowed.has(s))) throw new InvalidScope('requested scope is not allowed', params.scope);
+
+  // As oidc-provider's own client-credentials handler does (lib/actions/grants/client_credentials.js).
+  const { ClientCredentials, ResourceServer } = ctx.oidc.provider;
+  const token = new ClientCredentials({ client, scope: scopes.join(' ') || undefined });
+  assertionSubjects.set(token, payload.sub);
+  token.resourceServer = new ResourceServer(RESOURCE, resourceServerInfo(RESOURCE, client.clientId));
+  ctx.oidc.entity('ClientCredentials', token);
+  const value = await token.save();
+  ctx.body = {
+    access_token: value,
+    expires_in: token.expiration,
+    token_type: token.tokenType,
+    ...(token.scope ? { scope: token.scope } : {}),
+  };
+}
+
+// RFC 7523 §3 assertion-only requests name no client: add client_id=<the assertion's iss> (unverified
+// here; the handler verifies the assertion with that client's key). Answers true when it already
+// answered the request itself.
+const FORM_LIMIT = 56 * 1024; // oidc-provider's own limit
+async function nameAssertionClient(req, res) {
+  if (req.method !== 'POST' || req.headers.authorization !== undefined
+      || !(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')) {
+    return false;
+  }
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > FORM_LIMIT) {
+      res.writeHead(413, { 'content-type': 'application/json' });
+      res.end('{"error":"invalid_request","error_description":"request entity too large"}');
+      return true;
+    }
+    chunks.push(chunk);
+  }
+  const body = Buffer.concat(chunks);
+  req.body = body; // oidc-provider reads a request whose stream was consumed from req.body
+  const form = new URLSearchParams(body.toString('utf8'));
+  if (form.get('grant_type') !== JWT_BEARER_GRANT || form.has('client_id') || form.has('client_assertion')) {
+    return false;
+  }
+  let iss;
+  try {
+    ({ iss } = jose.decodeJwt(form.get('assertion') ?? ''));
+  } catch {
+    return false; // no client then: oidc-provider refuses the request
+  }
+  if (typeof iss === 'string' && iss) {
+    form.set('client_id', iss);
+    req.body = Buffer.from(form.toString());
+  }
+  return false;
+}
 
 function rebuild() {
   handler = buildProvider().callback();
@@ -181,8 +375,18 @@ function countJwks(req, outcome) {
   jwksRequests.by_user_agent[agent] = (jwksRequests.by_user_agent[agent] || 0) + 1;
 }
 
-const server = http.createServer((req, res) => {
+const server = http.createServer(async (req, res) => {
   const url = new URL(req.url, ISSUER);
+  if (url.pathname === '/token') {
+    try {
+      if (await nameAssertionClient(req, res)) return;
+    } catch (e) {
+      console.error('reading a token request failed', String(e?.message ?? e));
+      if (!res.headersSent) res.writeHead(400, { 'content-type': 'application/json' });
+      res.end('{"error":"invalid_request"}');
+      return;
+    }
+  }
   if (isJwksPath(url.pathname)) {
     if (jwksDown) {
       countJwks(req, 'unavailable');
@@ -274,7 +478,26 @@ const routes = {
     kid: k.kid, alg: k.alg, kty: k.jwk.kty, current: currentKey(k.alg) === k,
   })),
   'GET /jwks-requests': async () => jwksRequests,
-  'GET /tokens-issued': async () => tokensIssued,
+  'GET /tokens-issued': async (_body, url) => {
+    const grant = url.searchParams.get('grant');
+    if (grant !== null) return tokensIssued[grant] ?? {};
+    const all = {};
+    for (const counts of Object.values(tokensIssued)) {
+      for (const [client, n] of Object.entries(counts)) all[client] = (all[client] || 0) + n;
+    }
+    return all;
+  },
+  'GET /jwt-bearer-client': async () => ({
+    client_id: JWT_BEARER.client_id,
+    private_key_pem: JWT_BEARER.privateKeyPem,
+    alg: JWT_BEARER.alg,
+    kid: JWT_BEARER.kid,
+    subjects: JWT_BEARER.subjects,
+    audiences: JWT_BEARER.audiences,
+    token_endpoint: TOKEN_URL,
+    refused: jwtBearerRefused,
+    refusals: jwtBearerRefusals,
+  }),
   'POST /rotate': async (body) => {
     const key = await newKey(body.alg ?? 'RS256');
     keys.unshift(key);
@@ -296,14 +519,15 @@ const routes = {
 };
 
 const admin = http.createServer(async (req, res) => {
-  const route = routes[`${req.method} ${new URL(req.url, 'http://admin').pathname}`];
+  const url = new URL(req.url, 'http://admin');
+  const route = routes[`${req.method} ${url.pathname}`];
   if (!route) {
     res.writeHead(404, { 'content-type': 'application/json' });
     res.end('{"error":"no such route"}');
     return;
   }
   try {
-    const out = await route(await readJson(req));
+    const out = await route(await readJson(req), url);
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(out));
   } catch (e) {
@@ -316,8 +540,14 @@ const admin = http.createServer(async (req, res) => {
 
 keys.push(await newKey('RS256'), await newKey('ES256'));
 const startKeys = [...keys];
+{
+  const { privateKey, publicKey } = await jose.generateKeyPair(JWT_BEARER.alg, { extractable: true });
+  JWT_BEARER.kid = `jwt-bearer-${crypto.randomBytes(4).toString('hex')}`;
+  JWT_BEARER.publicKey = publicKey;
+  JWT_BEARER.privateKeyPem = await jose.exportPKCS8(privateKey);
+}
 rebuild();
 server.listen(PORT, '127.0.0.1');
 admin.listen(ADMIN_PORT, '127.0.0.1');
-console.log(`oidc-provider ${ISSUER} (admin http://127.0.0.1:${ADMIN_PORT}), token lifetime ${TTL}s, keys ${keys.map((k) => k.kid).join(', ')}`);
+console.log(`oidc-provider ${ISSUER} (admin http://127.0.0.1:${ADMIN_PORT}), token lifetime ${TTL}s, keys ${keys.map((k) => k.kid).join(', ')}, JWT-bearer client ${JWT_BEARER.client_id} (kid ${JWT_BEARER.kid})`);
 process.on('SIGTERM', () => process.exit(0));
