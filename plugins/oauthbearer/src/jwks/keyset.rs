@@ -155,34 +155,68 @@ impl std::fmt::Debug for KeySet {
     }
 }
 
-fn parse_key(jwk: &Map<String, Value>) -> Result<Key, String> {
+/// Why one key of a set is skipped (the set keeps the others; the host logs the reasons).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum KeySkipped {
+    #[error("{0} is not a string")]
+    NotAString(&'static str),
+    #[error("no {0}")]
+    Missing(&'static str),
+    #[error("{0} is not base64url")]
+    NotBase64Url(&'static str),
+    #[error("symmetric (oct) keys are never used")]
+    Symmetric,
+    #[error("use is {0:?}, not \"sig\"")]
+    NotForSignatures(String),
+    #[error("key_ops is not a list")]
+    KeyOpsNotAList,
+    #[error("key_ops lacks \"verify\"")]
+    NotForVerifying,
+    #[error("alg {0:?} is not one we accept")]
+    Alg(String),
+    #[error("RSA modulus of {0} bits (accepted: {RSA_MIN_BITS}–{RSA_MAX_BITS})")]
+    RsaModulus(usize),
+    #[error("RSA exponent out of range")]
+    RsaExponent,
+    #[error("{kty} curve {crv:?} unsupported")]
+    Curve { kty: &'static str, crv: String },
+    #[error("{0} key without crv")]
+    NoCurve(&'static str),
+    #[error("EC coordinates of the wrong length")]
+    EcCoordinates,
+    #[error("Ed25519 key of the wrong length")]
+    Ed25519Length,
+    #[error("key type {0:?} unsupported")]
+    KeyType(String),
+    #[error("alg {0} does not fit the key's type")]
+    AlgDoesNotFit(&'static str),
+}
+
+fn parse_key(jwk: &Map<String, Value>) -> Result<Key, KeySkipped> {
     let kid = match jwk.get("kid") {
         None => None,
         Some(Value::String(kid)) => Some(kid.clone()),
-        Some(_) => return Err("kid is not a string".to_owned()),
+        Some(_) => return Err(KeySkipped::NotAString("kid")),
     };
-    let kty = string(jwk, "kty")?.ok_or("no kty")?;
+    let kty = string(jwk, "kty")?.ok_or(KeySkipped::Missing("kty"))?;
     if kty == "oct" {
-        return Err("symmetric (oct) keys are never used".to_owned());
+        return Err(KeySkipped::Symmetric);
     }
     match string(jwk, "use")? {
         None | Some("sig") => {}
-        Some(other) => return Err(format!("use is {:?}, not \"sig\"", truncated(other))),
+        Some(other) => return Err(KeySkipped::NotForSignatures(truncated(other))),
     }
     if let Some(ops) = jwk.get("key_ops") {
         let Value::Array(ops) = ops else {
-            return Err("key_ops is not a list".to_owned());
+            return Err(KeySkipped::KeyOpsNotAList);
         };
         if !ops.iter().any(|op| op.as_str() == Some("verify")) {
-            return Err("key_ops lacks \"verify\"".to_owned());
+            return Err(KeySkipped::NotForVerifying);
         }
     }
     let alg = match string(jwk, "alg")? {
         None => None,
-        Some(name) => Some(
-            Alg::from_name(name)
-                .ok_or_else(|| format!("alg {:?} is not one we accept", truncated(name)))?,
-        ),
+        Some(name) => Some(Alg::from_name(name).ok_or_else(|| KeySkipped::Alg(truncated(name)))?),
     };
     let (key_type, material) = match kty {
         "RSA" => {
@@ -190,12 +224,10 @@ fn parse_key(jwk: &Map<String, Value>) -> Result<Key, String> {
             let e = strip_leading_zeros(&component(jwk, "e")?);
             let bits = bit_len(&n);
             if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
-                return Err(format!(
-                    "RSA modulus of {bits} bits (accepted: {RSA_MIN_BITS}–{RSA_MAX_BITS})"
-                ));
+                return Err(KeySkipped::RsaModulus(bits));
             }
             if e.is_empty() || e.len() > 8 {
-                return Err("RSA exponent out of range".to_owned());
+                return Err(KeySkipped::RsaExponent);
             }
             (KeyType::Rsa, KeyMaterial::Rsa { n, e })
         }
@@ -203,13 +235,18 @@ fn parse_key(jwk: &Map<String, Value>) -> Result<Key, String> {
             let (key_type, len) = match string(jwk, "crv")? {
                 Some("P-256") => (KeyType::P256, 32),
                 Some("P-384") => (KeyType::P384, 48),
-                Some(other) => return Err(format!("EC curve {:?} unsupported", truncated(other))),
-                None => return Err("EC key without crv".to_owned()),
+                Some(other) => {
+                    return Err(KeySkipped::Curve {
+                        kty: "EC",
+                        crv: truncated(other),
+                    })
+                }
+                None => return Err(KeySkipped::NoCurve("EC")),
             };
             let x = component(jwk, "x")?;
             let y = component(jwk, "y")?;
             if x.len() != len || y.len() != len {
-                return Err("EC coordinates of the wrong length".to_owned());
+                return Err(KeySkipped::EcCoordinates);
             }
             // The SEC1 uncompressed point ring verifies with.
             let mut point = Vec::with_capacity(1 + 2 * len);
@@ -221,20 +258,25 @@ fn parse_key(jwk: &Map<String, Value>) -> Result<Key, String> {
         "OKP" => {
             match string(jwk, "crv")? {
                 Some("Ed25519") => {}
-                Some(other) => return Err(format!("OKP curve {:?} unsupported", truncated(other))),
-                None => return Err("OKP key without crv".to_owned()),
+                Some(other) => {
+                    return Err(KeySkipped::Curve {
+                        kty: "OKP",
+                        crv: truncated(other),
+                    })
+                }
+                None => return Err(KeySkipped::NoCurve("OKP")),
             }
             let x = component(jwk, "x")?;
             if x.len() != 32 {
-                return Err("Ed25519 key of the wrong length".to_owned());
+                return Err(KeySkipped::Ed25519Length);
             }
             (KeyType::Ed25519, KeyMaterial::Ed25519 { x })
         }
-        other => return Err(format!("key type {:?} unsupported", truncated(other))),
+        other => return Err(KeySkipped::KeyType(truncated(other))),
     };
     if let Some(alg) = alg {
         if alg.key_type() != key_type {
-            return Err(format!("alg {} does not fit the key's type", alg.name()));
+            return Err(KeySkipped::AlgDoesNotFit(alg.name()));
         }
     }
     Ok(Key {
@@ -245,19 +287,22 @@ fn parse_key(jwk: &Map<String, Value>) -> Result<Key, String> {
     })
 }
 
-fn string<'a>(jwk: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, String> {
+fn string<'a>(
+    jwk: &'a Map<String, Value>,
+    name: &'static str,
+) -> Result<Option<&'a str>, KeySkipped> {
     match jwk.get(name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{name} is not a string")),
+        Some(_) => Err(KeySkipped::NotAString(name)),
     }
 }
 
-fn component(jwk: &Map<String, Value>, name: &str) -> Result<Vec<u8>, String> {
-    let text = string(jwk, name)?.ok_or_else(|| format!("no {name}"))?;
+fn component(jwk: &Map<String, Value>, name: &'static str) -> Result<Vec<u8>, KeySkipped> {
+    let text = string(jwk, name)?.ok_or(KeySkipped::Missing(name))?;
     BASE64URL
         .decode(text)
-        .map_err(|_| format!("{name} is not base64url"))
+        .map_err(|_| KeySkipped::NotBase64Url(name))
 }
 
 fn strip_leading_zeros(bytes: &[u8]) -> Vec<u8> {
