@@ -147,9 +147,13 @@ pub struct ScramDelete {
     pub mechanism: ScramMechanism,
 }
 
-fn parse_mechanism(name: &str) -> Result<ScramMechanism, String> {
-    ScramMechanism::from_mechanism_name(name)
-        .ok_or_else(|| format!("`{name}` is not SCRAM-SHA-256 or SCRAM-SHA-512"))
+/// A `--mechanism` that is not a SCRAM mechanism (clap prints it as the usage error).
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not SCRAM-SHA-256 or SCRAM-SHA-512")]
+struct NotScram(String);
+
+fn parse_mechanism(name: &str) -> Result<ScramMechanism, NotScram> {
+    ScramMechanism::from_mechanism_name(name).ok_or_else(|| NotScram(name.to_owned()))
 }
 
 /// Runs a parsed command line.

@@ -17,7 +17,7 @@ use super::{
 use crate::credentials::CredentialId;
 use crate::errors::ErrorCode;
 use crate::events::Event;
-use crate::principal::AuthenticationContext;
+use crate::principal::{AuthenticationContext, Principal};
 use crate::protocol::api::{API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE};
 use crate::protocol::codec::{decode_body, CodecError};
 use crate::protocol::header::{self, RequestHeader};
@@ -353,7 +353,7 @@ fn framed_step(
                         response => respond_or_close(State::Authenticated(session), response),
                     }
                 }
-                Err(message) => failed(message, auth.exchange.claimed_user()),
+                Err(refused) => failed(refused.to_string(), auth.exchange.claimed_user()),
             }
         }
         other => {
@@ -392,15 +392,31 @@ pub(crate) fn session_lifetime_ms(
     }
 }
 
+/// Why a completed exchange gives no session; its `Display` is the message for the client.
+#[derive(Debug, thiserror::Error)]
+enum SessionRefused {
+    /// The principal builder named no principal: Kafka's generic message (the builder's reason
+    /// was logged; it may tell more than a client should know).
+    #[error("{client_message}")]
+    NoPrincipal { client_message: String },
+    /// A re-authentication named another principal: Kafka's exact wording, with `type.name`
+    /// rather than the usual `type:name`.
+    #[error(
+        "Cannot change principals during re-authentication from {}.{}: {}.{}",
+        from.kind, from.name, to.kind, to.name
+    )]
+    PrincipalChanged { from: Principal, to: Principal },
+}
+
 /// Turns a completed exchange into a session. A re-authentication must keep the principal
-/// (Kafka compares type and name only); the error is the message for the client.
+/// (Kafka compares type and name only).
 fn complete(
     conn: &Connection,
     auth: &Authenticating,
     done: Authenticated,
     now_ms: i64,
     previous: Option<Session>,
-) -> Result<Session, String> {
+) -> Result<Session, SessionRefused> {
     let mechanism = auth.mechanism.name().to_owned();
     let context = AuthenticationContext::sasl(
         &done,
@@ -416,7 +432,9 @@ fn complete(
             // with Kafka's generic message (the reason may tell more than a client should know).
             let failure = AuthFailure::Hidden(format!("principal builder: {error}"));
             report_failure(conn, auth, &failure, previous.is_some());
-            return Err(failure.client_message(&mechanism, previous.is_some()));
+            return Err(SessionRefused::NoPrincipal {
+                client_message: failure.client_message(&mechanism, previous.is_some()),
+            });
         }
     };
     let max_reauth_ms = conn.config.max_reauth_ms_for(&mechanism);
@@ -458,18 +476,17 @@ fn complete(
                 .metrics
                 .failed_reauthentication(Some(&mechanism));
             crate::telemetry::sasl_failed(&auth.span, "principal changed during re-authentication");
-            // Kafka's exact wording, with `type.name` rather than the usual `type:name`.
-            let message = format!(
-                "Cannot change principals during re-authentication from {}.{}: {}.{}",
-                previous.principal.kind, previous.principal.name, principal.kind, principal.name
-            );
-            tracing::info!(client = %conn.client_address, %message, "re-authentication failed");
+            let refused = SessionRefused::PrincipalChanged {
+                from: previous.principal.clone(),
+                to: principal,
+            };
+            tracing::info!(client = %conn.client_address, message = %refused, "re-authentication failed");
             config.services.events.publish(Event::AuthenticationFailed {
                 mechanism: Some(mechanism),
                 client_address: conn.client_address,
                 reason: "principal changed during re-authentication".into(),
             });
-            Err(message)
+            Err(refused)
         }
         Some(previous) => {
             config
