@@ -57,30 +57,51 @@ pub(crate) fn encode_leader(announcement: &LeaderAnnouncement) -> (Vec<u8>, Vec<
     )
 }
 
+/// Why a message of the log is not one the store writes.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// The message has no key.
+    #[error("a message without a key")]
+    NoKey,
+    /// A writer announcement with no value (announcements are never removed).
+    #[error("a writer announcement without a value")]
+    AnnouncementWithoutValue,
+    /// A writer announcement whose value is not a [`LeaderAnnouncement`].
+    #[error("a writer announcement that does not parse: {0}")]
+    Announcement(serde_json::Error),
+    /// A key that is neither a control key nor a [`RecordKey`].
+    #[error("a record key that does not parse: {0}")]
+    RecordKey(serde_json::Error),
+    /// A value that is not a [`MetadataRecord`].
+    #[error("a record that does not parse: {0}")]
+    Record(serde_json::Error),
+    /// A record filed under another key than its own.
+    #[error("a record whose key does not match its message key")]
+    KeyMismatch,
+}
+
 /// Decodes a message.
 ///
 /// # Errors
-/// The message is not one the store writes (what is wrong, for the log).
-pub(crate) fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Decoded, String> {
-    let key = key.ok_or("a message without a key")?;
+/// The message is not one the store writes ([`DecodeError`] says what is wrong, for the log).
+pub(crate) fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Decoded, DecodeError> {
+    let key = key.ok_or(DecodeError::NoKey)?;
     if key == LEADER_KEY {
-        let value = value.ok_or("a writer announcement without a value")?;
+        let value = value.ok_or(DecodeError::AnnouncementWithoutValue)?;
         return serde_json::from_slice(value)
             .map(Decoded::Leader)
-            .map_err(|e| format!("a writer announcement that does not parse: {e}"));
+            .map_err(DecodeError::Announcement);
     }
     if key.first() == Some(&b'!') {
         return Ok(Decoded::UnknownControl);
     }
-    let record_key =
-        RecordKey::decode(key).map_err(|e| format!("a record key that does not parse: {e}"))?;
+    let record_key = RecordKey::decode(key).map_err(DecodeError::RecordKey)?;
     let Some(value) = value else {
         return Ok(Decoded::Record(record_key.tombstone()));
     };
-    let record: MetadataRecord =
-        serde_json::from_slice(value).map_err(|e| format!("a record that does not parse: {e}"))?;
+    let record: MetadataRecord = serde_json::from_slice(value).map_err(DecodeError::Record)?;
     if record.key() != record_key {
-        return Err("a record whose key does not match its message key".to_owned());
+        return Err(DecodeError::KeyMismatch);
     }
     Ok(Decoded::Record(record))
 }
@@ -128,9 +149,23 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(decode(None, Some(b"x")).is_err());
-        assert!(decode(Some(b"{not json"), None).is_err());
-        assert!(decode(Some(b"!leader"), None).is_err());
+        assert!(matches!(decode(None, Some(b"x")), Err(DecodeError::NoKey)));
+        assert!(matches!(
+            decode(Some(b"{not json"), None),
+            Err(DecodeError::RecordKey(_))
+        ));
+        assert!(matches!(
+            decode(Some(b"!leader"), None),
+            Err(DecodeError::AnnouncementWithoutValue)
+        ));
+        let error = decode(Some(b"!leader"), Some(b"{")).unwrap_err();
+        assert!(matches!(error, DecodeError::Announcement(_)));
+        assert!(
+            error
+                .to_string()
+                .starts_with("a writer announcement that does not parse: "),
+            "{error}"
+        );
         // A value for a different key than the message's.
         let record = MetadataRecord::RemoveDelegationToken {
             token_id: "a".into(),
@@ -139,6 +174,9 @@ mod tests {
             token_id: "b".into(),
         };
         let value = serde_json::to_vec(&record).unwrap();
-        assert!(decode(Some(&other.encode()), Some(&value)).is_err());
+        assert!(matches!(
+            decode(Some(&other.encode()), Some(&value)),
+            Err(DecodeError::KeyMismatch)
+        ));
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 
 use crate::store::Shared;
@@ -101,7 +102,23 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn join(shared: &Shared) -> Result<BaseConsumer<ElectionContext>, String> {
+/// Why this node cannot join the election group.
+#[derive(Debug, thiserror::Error)]
+enum ElectionError {
+    /// librdkafka refused the consumer's configuration.
+    #[error("cannot create the election consumer: {0}")]
+    CreateConsumer(KafkaError),
+    /// The subscription to the election topic failed.
+    #[error("cannot subscribe to {topic}: {error}")]
+    Subscribe {
+        /// The election topic.
+        topic: String,
+        /// Why.
+        error: KafkaError,
+    },
+}
+
+fn join(shared: &Shared) -> Result<BaseConsumer<ElectionContext>, ElectionError> {
     let settings = &shared.settings;
     let session_ms = settings.session_timeout.as_millis().max(1);
     let heartbeat_ms = (session_ms / 6).max(100);
@@ -120,9 +137,12 @@ fn join(shared: &Shared) -> Result<BaseConsumer<ElectionContext>, String> {
             topic: shared.topics.election.clone(),
             assigned: AtomicBool::new(false),
         })
-        .map_err(|e| format!("cannot create the election consumer: {e}"))?;
+        .map_err(ElectionError::CreateConsumer)?;
     consumer
         .subscribe(&[&shared.topics.election])
-        .map_err(|e| format!("cannot subscribe to {}: {e}", shared.topics.election))?;
+        .map_err(|error| ElectionError::Subscribe {
+            topic: shared.topics.election.clone(),
+            error,
+        })?;
     Ok(consumer)
 }

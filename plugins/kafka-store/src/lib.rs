@@ -30,7 +30,7 @@ mod writer;
 
 pub use codec::{LeaderAnnouncement, HEADER_CLUSTER, HEADER_NODE, HEADER_TERM};
 pub use connection::{KafkaConnection, SaslSettings, TlsSettings, SUPPORTED_MECHANISMS};
-pub use status::{read as read_cluster_status, ClusterStatus, NodeStatus};
+pub use status::{read as read_cluster_status, ClusterStatus, NodeStatus, StatusError};
 pub use store::{KafkaMetadataStore, KafkaStoreSettings, LeaderInfo, Progress, Role};
 pub use tools::write_offline;
 pub use topics::{replication_for, Topics};

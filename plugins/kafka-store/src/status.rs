@@ -108,35 +108,79 @@ pub struct ClusterStatus {
     pub log_end: u64,
 }
 
+/// Why the cluster's status cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatusError {
+    /// librdkafka refused the consumer's configuration.
+    #[error("cannot create a consumer: {0}")]
+    CreateConsumer(KafkaError),
+    /// The end offset of a topic could not be read (the cluster is unreachable, or the login or
+    /// the topic's ACLs refuse it).
+    #[error("cannot read the end of {topic}: {error}")]
+    Watermarks {
+        /// The topic.
+        topic: String,
+        /// Why.
+        error: KafkaError,
+    },
+    /// The consumer could not be pointed at the status topic's beginning.
+    #[error("cannot start reading {topic}: {error}")]
+    Assign {
+        /// The status topic.
+        topic: String,
+        /// Why.
+        error: KafkaError,
+    },
+    /// Reading the status topic failed.
+    #[error("cannot read {topic}: {error}")]
+    Read {
+        /// The status topic.
+        topic: String,
+        /// Why.
+        error: KafkaError,
+    },
+}
+
 /// Reads every node's latest report and the log's end offset.
 ///
 /// # Errors
-/// The cluster cannot be reached.
+/// The cluster cannot be reached ([`StatusError`] says which step failed).
 pub fn read(
     connection: &KafkaConnection,
     topics: &Topics,
     timeout: Duration,
-) -> Result<ClusterStatus, String> {
+) -> Result<ClusterStatus, StatusError> {
     let consumer: BaseConsumer<StoreContext> = connection
         .client_config("portcullis-cluster-status")
         .set("group.id", "portcullis-cluster-status")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .create_with_context(StoreContext)
-        .map_err(|e| format!("cannot create a consumer: {e}"))?;
+        .map_err(StatusError::CreateConsumer)?;
     let (_, log_end) = consumer
         .fetch_watermarks(&topics.metadata, 0, timeout)
-        .map_err(|e| format!("cannot read the end of {}: {e}", topics.metadata))?;
+        .map_err(|error| StatusError::Watermarks {
+            topic: topics.metadata.clone(),
+            error,
+        })?;
     let (low, high) = consumer
         .fetch_watermarks(&topics.status, 0, timeout)
-        .map_err(|e| format!("cannot read the end of {}: {e}", topics.status))?;
+        .map_err(|error| StatusError::Watermarks {
+            topic: topics.status.clone(),
+            error,
+        })?;
     let mut nodes = BTreeMap::new();
     if high > low {
+        let assign = |error| StatusError::Assign {
+            topic: topics.status.clone(),
+            error,
+        };
         let mut assignment = TopicPartitionList::new();
         assignment
             .add_partition_offset(&topics.status, 0, KafkaOffset::Beginning)
-            .map_err(|e| e.to_string())?;
-        consumer.assign(&assignment).map_err(|e| e.to_string())?;
+            .map_err(assign)?;
+        consumer.assign(&assignment).map_err(assign)?;
         let deadline = std::time::Instant::now() + timeout;
         while std::time::Instant::now() < deadline {
             match consumer.poll(Duration::from_millis(200)) {
@@ -152,7 +196,12 @@ pub fn read(
                     }
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => break,
-                Some(Err(e)) => return Err(format!("cannot read {}: {e}", topics.status)),
+                Some(Err(error)) => {
+                    return Err(StatusError::Read {
+                        topic: topics.status.clone(),
+                        error,
+                    })
+                }
                 None => {}
             }
         }
@@ -168,4 +217,35 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_cluster_names_the_topic_it_could_not_read() {
+        // Nothing listens on port 1: the first watermark request times out.
+        let connection = KafkaConnection {
+            bootstrap_servers: vec!["127.0.0.1:1".into()],
+            security_protocol: "PLAINTEXT".into(),
+            sasl: None,
+            tls: None,
+        };
+        let topics = Topics::for_log("__portcullis_metadata");
+        let error = read(&connection, &topics, Duration::from_millis(200)).unwrap_err();
+        match &error {
+            StatusError::Watermarks { topic, .. } => assert_eq!(topic, "__portcullis_metadata"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot read the end of __portcullis_metadata: "),
+            "{error}"
+        );
+        // The host's `cluster status` turns it into an anyhow error.
+        fn send_sync_static<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+        send_sync_static(&error);
+    }
 }

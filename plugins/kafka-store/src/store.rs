@@ -31,8 +31,9 @@ use portcullis::store::{
 
 use crate::codec::{self, LeaderAnnouncement};
 use crate::connection::KafkaConnection;
+use crate::tail::TailError;
 use crate::topics::{self, Topics};
-use crate::writer::{TxnWriter, WriteError};
+use crate::writer::{TxnWriter, WriteError, WriterStartError};
 
 /// How a node uses the store.
 #[derive(Clone, Debug)]
@@ -131,7 +132,37 @@ pub(crate) struct State {
     /// The replay reached the end of the log as it was at start.
     pub(crate) replayed: bool,
     /// The tail stopped for good (a foreign record at start); why.
-    pub(crate) failure: Option<String>,
+    pub(crate) failure: Option<Arc<TailError>>,
+}
+
+/// Why a written offset is not (yet) in this node's view.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AppliedError {
+    /// The tail did not apply it in time.
+    #[error("offset {offset} was written but not applied within {timeout:?}")]
+    NotApplied {
+        /// The offset written.
+        offset: u64,
+        /// How long the node waited.
+        timeout: Duration,
+    },
+    /// The tail stopped for good.
+    #[error(transparent)]
+    TailStopped(Arc<TailError>),
+}
+
+/// Why an elected node cannot take over as the writer (it stays a follower, and tries again).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ActivateError {
+    /// The fencing producer cannot be opened.
+    #[error(transparent)]
+    Start(#[from] WriterStartError),
+    /// The announcement could not be written.
+    #[error("cannot announce the new writer: {0}")]
+    Announce(WriteError),
+    /// The announcement was written but this node's view did not reach it.
+    #[error(transparent)]
+    Applied(#[from] AppliedError),
 }
 
 enum RoleState {
@@ -168,18 +199,16 @@ impl Shared {
     }
 
     /// Waits until every offset up to `offset` is applied, or `timeout`.
-    fn wait_applied(&self, offset: u64, timeout: Duration) -> Result<(), String> {
+    fn wait_applied(&self, offset: u64, timeout: Duration) -> Result<(), AppliedError> {
         let deadline = Instant::now() + timeout;
         let mut state = self.state();
         while state.next_offset <= offset {
             if let Some(failure) = &state.failure {
-                return Err(failure.clone());
+                return Err(AppliedError::TailStopped(Arc::clone(failure)));
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(format!(
-                    "offset {offset} was written but not applied within {timeout:?}"
-                ));
+                return Err(AppliedError::NotApplied { offset, timeout });
             }
             state = self
                 .applied
@@ -205,7 +234,7 @@ impl Shared {
     /// Becomes the writer: fences the previous one, announces itself, and waits until its view
     /// has applied everything up to the announcement. `Ok(false)`: not now, because this node was
     /// fenced and must rejoin the election group first ([`Shared::fenced`]).
-    pub(crate) fn activate(&self) -> Result<bool, String> {
+    pub(crate) fn activate(&self) -> Result<bool, ActivateError> {
         {
             let mut role = self.role();
             // Checked under the role lock that `fenced` holds while it sets the flag: the
@@ -225,6 +254,7 @@ impl Shared {
             settings.node_id,
             settings.operation_timeout,
         )
+        .map_err(ActivateError::from)
         .and_then(|writer| {
             let (key, value) = codec::encode_leader(&LeaderAnnouncement {
                 node_id: settings.node_id,
@@ -232,7 +262,7 @@ impl Shared {
             });
             let offsets = writer
                 .write(&[(key, Some(value))], None)
-                .map_err(|e| format!("cannot announce the new writer: {e:?}"))?;
+                .map_err(ActivateError::Announce)?;
             let term = offsets.first().copied().unwrap_or(0).max(0) as u64;
             self.wait_applied(term, settings.operation_timeout)?;
             Ok((term, writer))
@@ -314,7 +344,7 @@ impl KafkaMetadataStore {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let topics = Topics::for_log(&settings.topic);
         topics::ensure(&settings.connection, &topics, settings.operation_timeout)
-            .map_err(StoreError::Unavailable)?;
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let shared = Arc::new(Shared {
             topics,
             state: Mutex::new(State {
@@ -365,7 +395,7 @@ impl KafkaMetadataStore {
         let mut state = self.shared.state();
         loop {
             if let Some(failure) = &state.failure {
-                let failure = failure.clone();
+                let failure = failure.to_string();
                 drop(state);
                 self.shutdown();
                 return Err(StoreError::Unavailable(failure));
@@ -540,7 +570,7 @@ impl MetadataStore for KafkaMetadataStore {
                         if let Some(slot) = results.get_mut(batch) {
                             *slot = Some(match &applied {
                                 Ok(()) => Ok(offset),
-                                Err(e) => Err(StoreError::Unavailable(e.clone())),
+                                Err(e) => Err(StoreError::Unavailable(e.to_string())),
                             });
                         }
                     }
@@ -557,7 +587,7 @@ impl MetadataStore for KafkaMetadataStore {
                     tracing::warn!(%reason, "a metadata write was aborted");
                     for (batch, _) in firsts {
                         if let Some(slot) = results.get_mut(batch) {
-                            *slot = Some(Err(StoreError::Unavailable(reason.clone())));
+                            *slot = Some(Err(StoreError::Unavailable(reason.to_string())));
                         }
                     }
                 }
@@ -605,5 +635,36 @@ impl MetadataStore for KafkaMetadataStore {
 
     fn replay_done(&self) {
         self.release_startup_cache();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_errors_keep_their_messages() {
+        let late = ActivateError::from(AppliedError::NotApplied {
+            offset: 5,
+            timeout: Duration::from_secs(10),
+        });
+        assert_eq!(
+            late.to_string(),
+            "offset 5 was written but not applied within 10s"
+        );
+        let stopped = AppliedError::TailStopped(Arc::new(TailError::Undecodable {
+            offset: 0,
+            error: codec::DecodeError::KeyMismatch,
+        }));
+        assert_eq!(
+            stopped.to_string(),
+            "offset 0: a record whose key does not match its message key"
+        );
+        let announce =
+            ActivateError::Announce(WriteError::Failed(crate::writer::TxnError::NotAcknowledged));
+        assert_eq!(
+            announce.to_string(),
+            "cannot announce the new writer: the brokers did not acknowledge the write in time"
+        );
     }
 }

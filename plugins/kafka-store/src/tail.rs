@@ -18,7 +18,7 @@ use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 
 use portcullis::store::{StoredRecord, Subscriber};
 
-use crate::codec::{self, Decoded, HEADER_CLUSTER};
+use crate::codec::{self, DecodeError, Decoded, HEADER_CLUSTER};
 use crate::connection::StoreContext;
 use crate::store::{LeaderInfo, Shared, State};
 
@@ -69,7 +69,41 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, String> {
+/// Why the metadata log cannot be followed, or why one of its messages is skipped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TailError {
+    /// librdkafka refused the consumer's configuration.
+    #[error("cannot create the metadata log's consumer: {0}")]
+    CreateConsumer(KafkaError),
+    /// The consumer could not be pointed at the log's beginning.
+    #[error("cannot assign the metadata log: {0}")]
+    Assign(KafkaError),
+    /// A message written by another cluster's nodes (or by something else than Portcullis).
+    #[error(
+        "offset {offset} of {topic} belongs to cluster `{found}`, not `{cluster}`: each cluster \
+         needs its own topic"
+    )]
+    ForeignCluster {
+        /// Where in the log.
+        offset: u64,
+        /// The metadata log.
+        topic: String,
+        /// The cluster id in the message's header (empty: none).
+        found: String,
+        /// This node's cluster id.
+        cluster: String,
+    },
+    /// A message of this cluster that is not one the store writes.
+    #[error("offset {offset}: {error}")]
+    Undecodable {
+        /// Where in the log.
+        offset: u64,
+        /// What is wrong with it.
+        error: DecodeError,
+    },
+}
+
+fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, TailError> {
     let settings = &shared.settings;
     let consumer: BaseConsumer<StoreContext> = settings
         .connection
@@ -88,14 +122,12 @@ fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, String> {
         .set("fetch.wait.max.ms", "50")
         .set("auto.offset.reset", "earliest")
         .create_with_context(StoreContext)
-        .map_err(|e| format!("cannot create the metadata log's consumer: {e}"))?;
+        .map_err(TailError::CreateConsumer)?;
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(&shared.topics.metadata, 0, KafkaOffset::Beginning)
-        .map_err(|e| format!("cannot assign the metadata log: {e}"))?;
-    consumer
-        .assign(&assignment)
-        .map_err(|e| format!("cannot assign the metadata log: {e}"))?;
+        .map_err(TailError::Assign)?;
+    consumer.assign(&assignment).map_err(TailError::Assign)?;
     Ok(consumer)
 }
 
@@ -105,7 +137,7 @@ enum Item {
     /// Nothing to apply (an unknown control message), but the offset is passed.
     Skip(u64),
     /// A message of another cluster, or one that does not parse.
-    Foreign(u64, String),
+    Foreign(u64, TailError),
 }
 
 fn item(shared: &Shared, message: &BorrowedMessage<'_>) -> Item {
@@ -120,11 +152,12 @@ fn item(shared: &Shared, message: &BorrowedMessage<'_>) -> Item {
         let found = cluster.map(String::from_utf8_lossy).unwrap_or_default();
         return Item::Foreign(
             offset,
-            format!(
-                "offset {offset} of {} belongs to cluster `{found}`, not `{}`: each cluster \
-                 needs its own topic",
-                shared.topics.metadata, shared.settings.cluster_id
-            ),
+            TailError::ForeignCluster {
+                offset,
+                topic: shared.topics.metadata.clone(),
+                found: found.into_owned(),
+                cluster: shared.settings.cluster_id.clone(),
+            },
         );
     }
     match codec::decode(message.key(), message.payload()) {
@@ -135,12 +168,12 @@ fn item(shared: &Shared, message: &BorrowedMessage<'_>) -> Item {
             address: announcement.address,
         }),
         Ok(Decoded::UnknownControl) => Item::Skip(offset),
-        Err(e) => Item::Foreign(offset, format!("offset {offset}: {e}")),
+        Err(error) => Item::Foreign(offset, TailError::Undecodable { offset, error }),
     }
 }
 
 /// Applies a batch in log order; `end_reached` marks the replay complete.
-fn apply(shared: &Shared, batch: Vec<Item>, end_reached: bool) -> Result<(), String> {
+fn apply(shared: &Shared, batch: Vec<Item>, end_reached: bool) -> Result<(), TailError> {
     let mut records: Vec<StoredRecord> = Vec::with_capacity(batch.len());
     let mut state = shared.state();
     for item in batch {
@@ -209,8 +242,33 @@ fn deliver(
     }
 }
 
-fn fail(shared: &Shared, reason: String) {
+fn fail(shared: &Shared, reason: TailError) {
     tracing::error!(%reason, "the metadata log cannot be followed");
-    shared.state().failure = Some(reason);
+    shared.state().failure = Some(Arc::new(reason));
     shared.notify_applied();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_or_undecodable_message_says_where_and_why() {
+        let foreign = TailError::ForeignCluster {
+            offset: 7,
+            topic: "__portcullis_metadata".into(),
+            found: "other".into(),
+            cluster: "mine".into(),
+        };
+        assert_eq!(
+            foreign.to_string(),
+            "offset 7 of __portcullis_metadata belongs to cluster `other`, not `mine`: each \
+             cluster needs its own topic"
+        );
+        let undecodable = TailError::Undecodable {
+            offset: 3,
+            error: DecodeError::NoKey,
+        };
+        assert_eq!(undecodable.to_string(), "offset 3: a message without a key");
+    }
 }

@@ -24,7 +24,7 @@ pub fn write_offline(
         .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let topics = Topics::for_log(&settings.topic);
     topics::ensure(&settings.connection, &topics, settings.operation_timeout)
-        .map_err(StoreError::Unavailable)?;
+        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let writer = TxnWriter::start(
         &settings.connection,
         &topics.metadata,
@@ -32,10 +32,12 @@ pub fn write_offline(
         settings.node_id,
         settings.operation_timeout,
     )
-    .map_err(StoreError::Unavailable)?;
+    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let messages: Vec<_> = records.iter().map(codec::encode).collect();
     match writer.write(&messages, None) {
         Ok(offsets) => Ok(offsets.first().copied().unwrap_or(0).max(0) as u64),
-        Err(WriteError::Fenced(e) | WriteError::Failed(e)) => Err(StoreError::Unavailable(e)),
+        Err(WriteError::Fenced(e) | WriteError::Failed(e)) => {
+            Err(StoreError::Unavailable(e.to_string()))
+        }
     }
 }

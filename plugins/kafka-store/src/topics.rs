@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use crate::connection::KafkaConnection;
 
@@ -39,6 +39,39 @@ pub fn replication_for(brokers: usize) -> (i32, i32) {
     (factor, (factor - 1).max(1))
 }
 
+/// Why the store's topics cannot be made ready.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TopicError {
+    /// librdkafka refused the admin client's configuration.
+    #[error("cannot create the admin client: {0}")]
+    CreateAdmin(KafkaError),
+    /// The cluster did not answer the metadata request (unreachable, or the login refused).
+    #[error("cannot read the cluster's metadata: {0}")]
+    Metadata(KafkaError),
+    /// The metadata log exists with several partitions.
+    #[error(
+        "topic {topic} has {partitions} partitions; the metadata log must have exactly one (one \
+         order of writes)"
+    )]
+    LogPartitions {
+        /// The metadata log.
+        topic: String,
+        /// How many partitions it has.
+        partitions: usize,
+    },
+    /// The creation request failed as a whole.
+    #[error("cannot create the store's topics: {0}")]
+    CreateTopics(KafkaError),
+    /// The cluster refused to create one topic.
+    #[error("cannot create topic {topic}: {code}")]
+    CreateTopic {
+        /// The topic.
+        topic: String,
+        /// Kafka's error code.
+        code: RDKafkaErrorCode,
+    },
+}
+
 /// Creates the topics that do not exist; checks that the metadata log has one partition.
 ///
 /// # Errors
@@ -47,25 +80,23 @@ pub(crate) fn ensure(
     connection: &KafkaConnection,
     topics: &Topics,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), TopicError> {
     let admin: AdminClient<DefaultClientContext> = connection
         .client_config("portcullis-store-admin")
         .create()
-        .map_err(|e| format!("cannot create the admin client: {e}"))?;
+        .map_err(TopicError::CreateAdmin)?;
     let metadata = admin
         .inner()
         .fetch_metadata(None, timeout)
-        .map_err(|e| format!("cannot read the cluster's metadata: {e}"))?;
+        .map_err(TopicError::Metadata)?;
     let brokers = metadata.brokers().len();
     let existing = |name: &str| metadata.topics().iter().find(|t| t.name() == name);
     if let Some(log) = existing(&topics.metadata) {
         if log.partitions().len() != 1 {
-            return Err(format!(
-                "topic {} has {} partitions; the metadata log must have exactly one (one order of \
-                 writes)",
-                topics.metadata,
-                log.partitions().len()
-            ));
+            return Err(TopicError::LogPartitions {
+                topic: topics.metadata.clone(),
+                partitions: log.partitions().len(),
+            });
         }
     }
     let (factor, min_isr) = replication_for(brokers);
@@ -87,7 +118,7 @@ pub(crate) fn ensure(
         .collect();
     let options = AdminOptions::new().operation_timeout(Some(timeout));
     let results = futures_executor::block_on(admin.create_topics(&new_topics, &options))
-        .map_err(|e| format!("cannot create the store's topics: {e}"))?;
+        .map_err(TopicError::CreateTopics)?;
     for result in results {
         match result {
             Ok(name) => {
@@ -95,7 +126,7 @@ pub(crate) fn ensure(
             }
             // Another node created it meanwhile.
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((name, code)) => return Err(format!("cannot create topic {name}: {code}")),
+            Err((topic, code)) => return Err(TopicError::CreateTopic { topic, code }),
         }
     }
     Ok(())
@@ -118,5 +149,48 @@ mod tests {
         let t = Topics::for_log("__portcullis_metadata");
         assert_eq!(t.election, "__portcullis_metadata.election");
         assert_eq!(t.status, "__portcullis_metadata.status");
+    }
+
+    #[test]
+    fn errors_say_what_failed() {
+        let several = TopicError::LogPartitions {
+            topic: "__portcullis_metadata".into(),
+            partitions: 3,
+        };
+        assert_eq!(
+            several.to_string(),
+            "topic __portcullis_metadata has 3 partitions; the metadata log must have exactly one \
+             (one order of writes)"
+        );
+        let refused = TopicError::CreateTopic {
+            topic: "__portcullis_metadata.status".into(),
+            code: RDKafkaErrorCode::TopicAuthorizationFailed,
+        };
+        assert!(
+            refused
+                .to_string()
+                .starts_with("cannot create topic __portcullis_metadata.status: "),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_an_error_that_says_so() {
+        // Nothing listens on port 1: the metadata request times out.
+        let connection = KafkaConnection {
+            bootstrap_servers: vec!["127.0.0.1:1".into()],
+            security_protocol: "PLAINTEXT".into(),
+            sasl: None,
+            tls: None,
+        };
+        let topics = Topics::for_log("__portcullis_metadata");
+        let error = ensure(&connection, &topics, Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(error, TopicError::Metadata(_)), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot read the cluster's metadata: "),
+            "{error}"
+        );
     }
 }

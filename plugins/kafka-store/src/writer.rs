@@ -24,14 +24,78 @@ use crate::connection::KafkaConnection;
 pub(crate) type Outgoing = (Vec<u8>, Option<Vec<u8>>);
 
 /// Why a write failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum WriteError {
     /// The producer was fenced by a newer writer (or is otherwise unusable): nothing of this
     /// write is in the log, and this node must stop writing.
-    Fenced(String),
+    #[error("fenced: {0}")]
+    Fenced(TxnError),
     /// The transaction was aborted or could not be committed; nothing of it is visible to
     /// readers. The reason is for logs.
-    Failed(String),
+    #[error("{0}")]
+    Failed(TxnError),
+}
+
+/// What went wrong in one transaction of the writer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TxnError {
+    /// The transaction could not be started.
+    #[error("cannot begin the transaction: {0}")]
+    Begin(KafkaError),
+    /// librdkafka refused a message (other than for a full local queue).
+    #[error("cannot send a message: {0}")]
+    Send(KafkaError),
+    /// The brokers refused a message.
+    #[error("a message was not written: {0}")]
+    Delivery(KafkaError),
+    /// Not every delivery report came within the operation timeout.
+    #[error("the brokers did not acknowledge the write in time")]
+    NotAcknowledged,
+    /// A message got no delivery report at all.
+    #[error("a message got no delivery report")]
+    NoDeliveryReport,
+    /// The commit failed.
+    #[error("cannot commit the transaction: {0}")]
+    Commit(KafkaError),
+    /// The commit failed with a retriable error on every attempt.
+    #[error("the transaction could not be committed")]
+    CommitRetriesExhausted,
+    /// The transaction failed, and aborting it failed too (the producer is unusable).
+    #[error("{failure}; then the abort failed: {abort}")]
+    AbortFailed {
+        /// Why the transaction was aborted.
+        failure: Box<TxnError>,
+        /// Why the abort failed.
+        abort: KafkaError,
+    },
+}
+
+impl TxnError {
+    /// The librdkafka error this failure carries, if it is one.
+    fn kafka_error(&self) -> Option<&KafkaError> {
+        match self {
+            TxnError::Begin(e)
+            | TxnError::Send(e)
+            | TxnError::Delivery(e)
+            | TxnError::Commit(e) => Some(e),
+            TxnError::NotAcknowledged
+            | TxnError::NoDeliveryReport
+            | TxnError::CommitRetriesExhausted
+            | TxnError::AbortFailed { .. } => None,
+        }
+    }
+}
+
+/// Why the writer's producer cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriterStartError {
+    /// librdkafka refused the producer's configuration.
+    #[error("cannot create the writer's producer: {0}")]
+    CreateProducer(KafkaError),
+    /// `init_transactions` failed: the transaction coordinator cannot be reached, or refuses the
+    /// `transactional.id`.
+    #[error("cannot initialise the writer's transactions: {0}")]
+    InitTransactions(KafkaError),
 }
 
 /// Collects delivery reports: the offset (or error) of each message, by its index.
@@ -84,7 +148,7 @@ impl TxnWriter {
         cluster_id: &str,
         node_id: i32,
         timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, WriterStartError> {
         let timeout_ms = timeout.as_millis().to_string();
         let producer: BaseProducer<Deliveries> = connection
             .client_config(&format!("portcullis-{cluster_id}-writer-{node_id}"))
@@ -101,10 +165,10 @@ impl TxnWriter {
             .create_with_context(Deliveries {
                 reports: Mutex::new(Vec::new()),
             })
-            .map_err(|e| format!("cannot create the writer's producer: {e}"))?;
+            .map_err(WriterStartError::CreateProducer)?;
         producer
             .init_transactions(timeout)
-            .map_err(|e| format!("cannot initialise the writer's transactions: {e}"))?;
+            .map_err(WriterStartError::InitTransactions)?;
         Ok(Self {
             producer,
             topic: topic.to_owned(),
@@ -124,7 +188,9 @@ impl TxnWriter {
         messages: &[Outgoing],
         term: Option<u64>,
     ) -> Result<Vec<i64>, WriteError> {
-        self.producer.begin_transaction().map_err(classify)?;
+        self.producer
+            .begin_transaction()
+            .map_err(|e| classify(TxnError::Begin(e)))?;
         *self.reports() = vec![None; messages.len()];
         let term_text = term.map(|t| t.to_string());
         for (index, (key, value)) in messages.iter().enumerate() {
@@ -160,7 +226,7 @@ impl TxnWriter {
                         self.producer.poll(Duration::from_millis(10));
                         pending = back;
                     }
-                    Err((error, _)) => return Err(self.abort(classify(error))),
+                    Err((error, _)) => return Err(self.abort(classify(TxnError::Send(error)))),
                 }
             }
         }
@@ -171,9 +237,7 @@ impl TxnWriter {
         let deadline = sent + self.timeout;
         while self.reports().iter().any(Option::is_none) {
             if std::time::Instant::now() >= deadline {
-                return Err(self.abort(WriteError::Failed(
-                    "the brokers did not acknowledge the write in time".to_owned(),
-                )));
+                return Err(self.abort(WriteError::Failed(TxnError::NotAcknowledged)));
             }
             self.producer.poll(Duration::from_millis(1));
         }
@@ -182,12 +246,8 @@ impl TxnWriter {
         for report in reports {
             match report {
                 Some(Ok(offset)) => offsets.push(offset),
-                Some(Err(error)) => return Err(self.abort(classify(error))),
-                None => {
-                    return Err(self.abort(WriteError::Failed(
-                        "a message got no delivery report".to_owned(),
-                    )))
-                }
+                Some(Err(error)) => return Err(self.abort(classify(TxnError::Delivery(error)))),
+                None => return Err(self.abort(WriteError::Failed(TxnError::NoDeliveryReport))),
             }
         }
         let flushed = sent.elapsed();
@@ -206,24 +266,26 @@ impl TxnWriter {
             match self.producer.commit_transaction(self.timeout) {
                 Ok(()) => return Ok(()),
                 Err(KafkaError::Transaction(e)) if e.is_retriable() => continue,
-                Err(error) => return Err(self.abort(classify(error))),
+                Err(error) => return Err(self.abort(classify(TxnError::Commit(error)))),
             }
         }
-        Err(self.abort(WriteError::Failed(
-            "the transaction could not be committed".to_owned(),
-        )))
+        Err(self.abort(WriteError::Failed(TxnError::CommitRetriesExhausted)))
     }
 
     /// Aborts the open transaction after `error` (a fenced producer has nothing to abort).
     fn abort(&self, error: WriteError) -> WriteError {
-        if let WriteError::Failed(reason) = &error {
-            if let Err(abort) = self.producer.abort_transaction(self.timeout) {
+        match error {
+            WriteError::Failed(failure) => match self.producer.abort_transaction(self.timeout) {
+                Ok(()) => WriteError::Failed(failure),
                 // An abort that fails leaves the producer unusable: treat it as fenced, so the
                 // node stops writing and a writer (maybe this node again) starts afresh.
-                return WriteError::Fenced(format!("{reason}; then the abort failed: {abort}"));
-            }
+                Err(abort) => WriteError::Fenced(TxnError::AbortFailed {
+                    failure: Box::new(failure),
+                    abort,
+                }),
+            },
+            fenced @ WriteError::Fenced(_) => fenced,
         }
-        error
     }
 
     fn reports(&self) -> std::sync::MutexGuard<'_, Vec<Option<Result<i64, KafkaError>>>> {
@@ -240,7 +302,9 @@ pub fn transactional_id(cluster_id: &str) -> String {
     format!("portcullis-{cluster_id}")
 }
 
-fn classify(error: KafkaError) -> WriteError {
+/// Whether `error` leaves the producer fenced (or otherwise unusable), or only failed this
+/// transaction.
+fn classify(error: TxnError) -> WriteError {
     let fenced_code = |code: RDKafkaErrorCode| {
         matches!(
             code,
@@ -250,13 +314,63 @@ fn classify(error: KafkaError) -> WriteError {
                 | RDKafkaErrorCode::TransactionalIdAuthorizationFailed
         )
     };
-    match &error {
-        KafkaError::Transaction(e) if e.is_fatal() || fenced_code(e.code()) => {
-            WriteError::Fenced(error.to_string())
-        }
-        other => match other.rdkafka_error_code() {
-            Some(code) if fenced_code(code) => WriteError::Fenced(error.to_string()),
-            _ => WriteError::Failed(error.to_string()),
-        },
+    let fenced = match error.kafka_error() {
+        Some(KafkaError::Transaction(e)) if e.is_fatal() || fenced_code(e.code()) => true,
+        Some(other) => other.rdkafka_error_code().is_some_and(fenced_code),
+        None => false,
+    };
+    if fenced {
+        WriteError::Fenced(error)
+    } else {
+        WriteError::Failed(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fencing_errors_are_told_from_failed_transactions() {
+        let fenced = classify(TxnError::Send(KafkaError::MessageProduction(
+            RDKafkaErrorCode::InvalidProducerEpoch,
+        )));
+        assert!(
+            matches!(fenced, WriteError::Fenced(TxnError::Send(_))),
+            "{fenced:?}"
+        );
+        assert!(
+            fenced
+                .to_string()
+                .starts_with("fenced: cannot send a message: "),
+            "{fenced}"
+        );
+        let failed = classify(TxnError::Delivery(KafkaError::MessageProduction(
+            RDKafkaErrorCode::NotEnoughReplicas,
+        )));
+        assert!(
+            matches!(failed, WriteError::Failed(TxnError::Delivery(_))),
+            "{failed:?}"
+        );
+        assert!(
+            failed
+                .to_string()
+                .starts_with("a message was not written: "),
+            "{failed}"
+        );
+    }
+
+    #[test]
+    fn a_failed_abort_says_both_why() {
+        let error = TxnError::AbortFailed {
+            failure: Box::new(TxnError::NotAcknowledged),
+            abort: KafkaError::Canceled,
+        };
+        assert!(
+            error.to_string().starts_with(
+                "the brokers did not acknowledge the write in time; then the abort failed: "
+            ),
+            "{error}"
+        );
     }
 }
