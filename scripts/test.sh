@@ -95,6 +95,12 @@ finish() {
   [[ -f $RUN_DIR/pytest-summary.txt ]] && echo "  interop: $(cat "$RUN_DIR/pytest-summary.txt")"
   [[ -f $RUN_DIR/pytest-kafka-store-summary.txt ]] &&
     echo "  interop (kafka store): $(cat "$RUN_DIR/pytest-kafka-store-summary.txt")"
+  # The slowest interop tests of the run (both suites), where the suite's time goes.
+  if [[ -f $RUN_DIR/interop-junit.xml && -n ${PORTCULLIS_VENV:-} ]]; then
+    echo "  slowest tests:"
+    "$PORTCULLIS_VENV/bin/python" scripts/lib/slowest_tests.py 10 "$RUN_DIR/interop-junit.xml" \
+      "$RUN_DIR/interop-kafka-store-junit.xml" 2>/dev/null | sed 's/^/  /' || true
+  fi
   # The failing tests, with pytest's one-line reason, last: a CI log is often read from its end.
   local out
   for out in "$RUN_DIR/pytest-output.txt" "$RUN_DIR/pytest-kafka-store-output.txt"; do
