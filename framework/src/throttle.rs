@@ -29,6 +29,8 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::connection::limits::DEFAULT_FAILED_AUTH_DELAY;
+
 /// Cells per sketch row. Two rows per key space (IPs, user names): 4 × 2,048 cells of 16 bytes,
 /// 128 KiB for the node.
 pub const SKETCH_WIDTH: usize = 2_048;
@@ -75,7 +77,7 @@ impl ThrottlePolicy {
 impl Default for ThrottlePolicy {
     fn default() -> Self {
         Self {
-            base: crate::connection::DEFAULT_FAILED_AUTH_DELAY,
+            base: DEFAULT_FAILED_AUTH_DELAY,
             cap: Duration::from_secs(5),
             free_failures: 3,
             half_life: Duration::from_secs(60),

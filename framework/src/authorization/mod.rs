@@ -28,7 +28,7 @@ mod produce;
 pub(crate) mod testing;
 mod topics;
 mod txn;
-mod wire;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::authorizer::{Authorizer, RequestContext};
-use crate::connection::RequestError;
+use crate::connection::request_error::RequestError;
 use crate::protocol::api::is_security_api;
 use crate::protocol::header::{HeaderError, RequestHeader};
 use crate::protocol::reader::Malformed;

@@ -15,7 +15,7 @@ use super::entries::{allowed_topics, put_back, respond_denied};
 use super::wire::{self, PlanError, TopicPartitions, Topics, Walk};
 use super::{Outcome, Refusal, Request, Response, Rewrite};
 use crate::acl::{AclOperation, ResourceType};
-use crate::connection::RequestError;
+use crate::connection::request_error::RequestError;
 use crate::errors::ErrorCode;
 use crate::protocol::reader::Malformed;
 

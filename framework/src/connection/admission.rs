@@ -23,8 +23,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::pre_auth::protocol_failure_delay;
-use super::{responses, Action, CloseReason, Connection, Session, State};
+use super::action::Action;
+use super::close::CloseReason;
+use super::delays::protocol_failure_delay;
+use super::responses;
+use super::session::Session;
+use super::{Connection, State};
 use crate::errors::ErrorCode;
 use crate::events::Event;
 

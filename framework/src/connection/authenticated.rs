@@ -3,8 +3,12 @@
 
 use bytes::Bytes;
 
+use super::action::{Action, Forwarded};
+use super::close::CloseReason;
+use super::request_error::RequestError;
+use super::session::Session;
 use super::{reauth, responses};
-use super::{Action, CloseReason, Connection, Forwarded, RequestError, Session, State};
+use super::{Connection, State};
 use crate::authorization::{self, ResponsePlan, Verdict};
 use crate::errors::ErrorCode;
 use crate::events::Event;

@@ -10,14 +10,23 @@
 //!                                         Fail / bad request ──► Failed (close after the delay)   see `admission`)
 //! ```
 
+mod action;
 mod admission;
 pub use admission::AdmissionRefused;
 mod authenticated;
 mod close;
+mod delays;
+mod handshake;
+pub(crate) mod limits;
 mod pre_auth;
 mod reauth;
+mod reauthenticating;
+pub(crate) mod request_error;
 mod responses;
+mod sasl_step;
 mod services;
+pub(crate) mod session;
+mod transition;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -26,23 +35,18 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
-pub use close::{CloseReason, Disposition, IllegalState, LogLevel, RequestError};
+pub use action::{Action, Forwarded};
+pub use close::{CloseReason, Disposition, IllegalState, LogLevel};
+pub use limits::{DEFAULT_FAILED_AUTH_DELAY, DEFAULT_MAX_FRAME, DEFAULT_MAX_PRE_AUTH_FRAME};
+pub use request_error::RequestError;
 pub use services::NodeServices;
+pub use session::{Session, FORWARDED_MECHANISM};
 
-use crate::authorization::ResponsePlan;
-use crate::authorizer::RequestContext;
-use crate::principal::{Principal, TlsPeer};
+use crate::principal::TlsPeer;
 use crate::protocol::versions::ApiVersionTable;
-use crate::reauth::{ReauthScheduler, SessionTicket};
-use crate::sasl::{SaslExchange, SaslMechanism, TokenClaims};
+use crate::reauth::SessionTicket;
+use crate::sasl::{SaslExchange, SaslMechanism};
 use crate::throttle::{FailureThrottle, ThrottlePolicy};
-
-/// Kafka's `sasl.server.max.receive.size`: the largest frame accepted before authentication.
-pub const DEFAULT_MAX_PRE_AUTH_FRAME: usize = 512 * 1024;
-/// Kafka's `socket.request.max.bytes`.
-pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
-/// Kafka's `connection.failed.authentication.delay.ms`.
-pub const DEFAULT_FAILED_AUTH_DELAY: Duration = Duration::from_millis(100);
 
 /// Everything a connection needs that is shared by all connections of a listener: the node's
 /// services (held once, see [`NodeServices`]) and the listener's own settings.
@@ -167,74 +171,6 @@ impl std::fmt::Debug for ConnectionConfig {
     }
 }
 
-/// What the host must do next, in order.
-#[derive(Debug)]
-#[must_use]
-pub enum Action {
-    /// Write this frame to the client (the host adds the 4-byte size prefix). It takes its place
-    /// in the response order behind every earlier forwarded request.
-    Respond(Bytes),
-    /// A local handler's write: append the batch to the metadata store (off the request path),
-    /// then [`Persist::complete`](crate::local::Persist::complete) it with the outcome and carry
-    /// out the [`Effect`](crate::local::Effect) it returns — a response that takes this request's
-    /// place in the response order, a close, or another persist.
-    Persist(crate::local::Persist),
-    /// Forward the client's frame unchanged to the upstream broker this connection targets.
-    Forward(Forwarded),
-    /// Wait this long, then write what is queued and close (a failed authentication). Like Kafka,
-    /// the answer itself is delayed, so a client cannot retry before the delay is over.
-    CloseAfter(Duration),
-    /// Close the connection now, without writing anything more.
-    Close(CloseReason),
-    /// Stop reading; deliver the responses to the requests already received (local and
-    /// forwarded), then close. Kafka processes one request at a time per connection, so a request
-    /// that arrives after a session expired is only read once every earlier one was answered.
-    CloseAfterInFlight(CloseReason),
-    /// A first authentication completed for this principal (only with
-    /// [`ConnectionConfig::with_session_admission`]): the host does what the session needs, then
-    /// calls [`Connection::admitted`] with its verdict and carries out the actions it returns
-    /// (the answer to the client). No frame may be handed to the connection meanwhile.
-    Admit(Principal),
-}
-
-/// Actions compare by content, except [`Action::Persist`], whose continuation cannot be compared:
-/// a persist is never equal to anything (tests match it with a pattern instead).
-impl PartialEq for Action {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Action::Respond(a), Action::Respond(b)) => a == b,
-            (Action::Forward(a), Action::Forward(b)) => a == b,
-            (Action::CloseAfter(a), Action::CloseAfter(b)) => a == b,
-            (Action::Close(a), Action::Close(b)) => a == b,
-            (Action::CloseAfterInFlight(a), Action::CloseAfterInFlight(b)) => a == b,
-            (Action::Admit(a), Action::Admit(b)) => a == b,
-            _ => false,
-        }
-    }
-}
-
-/// A request to forward.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forwarded {
-    /// The API key (needed to rewrite the response).
-    pub api_key: i16,
-    /// The API version.
-    pub api_version: i16,
-    /// The correlation id.
-    pub correlation_id: i32,
-    /// Whether the upstream will answer (false for Produce with `acks=0`).
-    pub expects_response: bool,
-    /// The frame to send upstream: as the client sent it, or with the entries the authorizer
-    /// denied spliced out.
-    pub frame: Bytes,
-    /// What the host must do with the upstream response before queueing it:
-    /// `plan.apply(response_frame)` (skippable when `plan.is_unchanged()`); an error closes the
-    /// client connection.
-    pub plan: ResponsePlan,
-    /// Who the upstream connection acts as (the forwarding policy's choice).
-    pub identity: crate::forwarding::UpstreamIdentity,
-}
-
 /// One client connection's security state.
 pub struct Connection {
     config: Arc<ConnectionConfig>,
@@ -255,7 +191,7 @@ enum State {
     /// Authenticated: requests are routed.
     Authenticated(Session),
     /// An authenticated session is re-authenticating (KIP-368).
-    Reauthenticating(reauth::Reauthenticating),
+    Reauthenticating(reauthenticating::Reauthenticating),
     /// The exchange completed; the host has not admitted the session yet.
     Admitting(admission::Admitting),
     /// Authentication failed or the client misbehaved; the connection is closing.
@@ -280,121 +216,6 @@ pub(crate) enum SaslFraming {
     Raw,
     /// SaslHandshake v1: tokens inside SaslAuthenticate requests.
     Framed,
-}
-
-/// The mechanism name of a [`Session::forwarded`] session: the client authenticated with SASL on
-/// the node that forwarded its request (Portcullis' client listeners always require SASL).
-pub const FORWARDED_MECHANISM: &str = "(forwarded)";
-
-/// An authenticated session.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Session {
-    /// The principal.
-    pub principal: Principal,
-    /// The mechanism used.
-    pub mechanism: String,
-    /// When authentication completed (ms since the epoch).
-    pub authenticated_at_ms: i64,
-    /// The session lifetime sent to the client, if any (KIP-368).
-    pub lifetime_ms: Option<i64>,
-    /// The delegation token used, if any.
-    pub token_id: Option<String>,
-    /// When the latest re-authentication started (ms), for the one-per-second limit.
-    pub reauth_started_at_ms: Option<i64>,
-    /// The session's registration with the node's [`ReauthScheduler`].
-    pub ticket: Arc<SessionTicket>,
-    /// The session's group principals: `Group:<name>` for each group of the client's bearer
-    /// token ([`TokenClaims::groups`], in order, without duplicates or empty names). Every
-    /// request is authorized as `principal` and these ([`RequestContext::groups`]); empty for a
-    /// session without a token. A re-authentication replaces them with the new token's.
-    pub groups: Vec<Principal>,
-    /// What the client's bearer token said (scopes, groups, `jti`), from the latest
-    /// (re-)authentication; `None` for a mechanism without tokens.
-    pub token_claims: Option<TokenClaims>,
-}
-
-impl Session {
-    /// The session a request forwarded by another node of the cluster runs in on the writer
-    /// (KIP-590): the original principal, token-authenticated or not, with a ticket of its own
-    /// that no scheduler tracks (the request is answered at once; it has no connection to close).
-    pub fn forwarded(principal: &crate::envelope::ForwardedPrincipal, now_ms: i64) -> Self {
-        // The writer knows that the principal used a token, not which one; the token APIs only
-        // ask whether one was used (Kafka's `allowTokenRequests`).
-        let token_id = principal.token_authenticated.then(String::new);
-        let ticket = ReauthScheduler::new().register(
-            crate::credentials::CredentialId::Plugin {
-                mechanism: FORWARDED_MECHANISM.to_owned(),
-                key: principal.principal.to_string(),
-            },
-            None,
-        );
-        Self {
-            principal: principal.principal.clone(),
-            mechanism: FORWARDED_MECHANISM.to_owned(),
-            authenticated_at_ms: now_ms,
-            lifetime_ms: None,
-            token_id,
-            reauth_started_at_ms: None,
-            ticket,
-            // The writer decides with the groups the forwarding node's session had.
-            groups: principal.groups.clone(),
-            token_claims: None,
-        }
-    }
-
-    /// The request context of one of the session's requests: its principal, its groups and its
-    /// token's scopes and id, all borrowed from the session (nothing is allocated).
-    pub fn request_context<'s>(
-        &'s self,
-        client_address: IpAddr,
-        listener: &'s str,
-        api_key: i16,
-        api_version: i16,
-        correlation_id: i32,
-    ) -> RequestContext<'s> {
-        let context = RequestContext::new(
-            &self.principal,
-            client_address,
-            listener,
-            api_key,
-            api_version,
-            correlation_id,
-        )
-        .with_groups(self.groups.as_slice());
-        match &self.token_claims {
-            Some(claims) => context
-                .with_scopes(claims.scopes.as_slice())
-                .with_jti(claims.jti.as_deref()),
-            None => context,
-        }
-    }
-
-    /// The principal as an Envelope carries it.
-    pub fn forwarded_principal(&self) -> crate::envelope::ForwardedPrincipal {
-        crate::envelope::ForwardedPrincipal {
-            principal: self.principal.clone(),
-            token_authenticated: self.token_id.is_some(),
-            groups: self.groups.clone(),
-        }
-    }
-
-    /// When the session expires, if it does.
-    pub fn expires_at_ms(&self) -> Option<i64> {
-        self.ticket.expires_at_ms()
-    }
-}
-
-/// The group principals of a token's claims: `Group:<name>` per group, in order, without
-/// duplicates or empty names (an ACL cannot name `Group:`).
-pub(crate) fn group_principals(claims: Option<&TokenClaims>) -> Vec<Principal> {
-    let names = claims.map_or(&[][..], |c| c.groups.as_slice());
-    let mut seen = std::collections::HashSet::with_capacity(names.len());
-    names
-        .iter()
-        .filter(|name| !name.is_empty() && seen.insert(name.as_str()))
-        .map(|name| Principal::group(name.as_str()))
-        .collect()
 }
 
 impl Connection {
@@ -478,7 +299,9 @@ impl Connection {
         let (next, actions) = match state {
             State::Initial => pre_auth::on_first_frames(self, frame, now_ms, true),
             State::VersionsSeen => pre_auth::on_first_frames(self, frame, now_ms, false),
-            State::Authenticating(auth) => pre_auth::on_auth_frame(self, auth, frame, now_ms, None),
+            State::Authenticating(auth) => {
+                sasl_step::on_auth_frame(self, auth, frame, now_ms, None)
+            }
             State::Authenticated(session) => {
                 authenticated::on_request(self, session, frame, now_ms)
             }

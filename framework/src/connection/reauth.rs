@@ -9,45 +9,18 @@ use bytes::Bytes;
 
 use crate::protocol::header::RequestHeader;
 
-use super::pre_auth::{self, Handshake};
-use super::{Action, Authenticating, Connection, Session, State};
-
-type Transition = (State, Vec<Action>);
+use super::action::Action;
+use super::close::CloseReason;
+use super::delays::protocol_failure_delay;
+use super::handshake::{self, Handshake};
+use super::reauthenticating::{Phase, Reauthenticating};
+use super::sasl_step;
+use super::session::Session;
+use super::transition::{fail_silently, respond_or_close, Transition};
+use super::{Connection, State};
 
 /// Kafka's `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`.
 pub(crate) const MIN_REAUTH_INTERVAL_MS: i64 = 1_000;
-
-/// A session in the middle of re-authenticating.
-pub(crate) struct Reauthenticating {
-    /// The session as it was; requests are not served until the exchange ends.
-    pub(crate) previous: Session,
-    phase: Phase,
-}
-
-enum Phase {
-    /// The exchange runs.
-    Exchange(Authenticating),
-    /// The client asked for another enabled mechanism. Kafka answers the handshake with success
-    /// and fails the next token, so that the failure is counted as a failed re-authentication.
-    BadMechanism { requested: String },
-}
-
-impl Reauthenticating {
-    pub(super) fn exchange(previous: Session, auth: Authenticating) -> Self {
-        Self {
-            previous,
-            phase: Phase::Exchange(auth),
-        }
-    }
-
-    /// Whether the next frame runs a mechanism step that may be expensive or block.
-    pub(super) fn step_may_block(&self) -> bool {
-        match &self.phase {
-            Phase::Exchange(auth) => !auth.mechanism.steps_are_cheap(),
-            Phase::BadMechanism { .. } => false,
-        }
-    }
-}
 
 /// Whether this SaslHandshake starts a re-authentication (otherwise Kafka's API layer answers it
 /// with ILLEGAL_SASL_STATE).
@@ -66,21 +39,19 @@ pub(super) fn start(
     frame: &Bytes,
     now_ms: i64,
 ) -> Transition {
-    let handshake: Handshake = match pre_auth::decode_handshake(header, frame) {
+    let handshake: Handshake = match handshake::decode_handshake(header, frame) {
         Ok(h) => h,
-        Err(reason) => {
-            return pre_auth::fail_silently(conn, super::CloseReason::InvalidRequest(reason))
-        }
+        Err(reason) => return fail_silently(conn, CloseReason::InvalidRequest(reason)),
     };
     let Some(mechanism) = conn.config.services.mechanism(&handshake.mechanism) else {
         conn.config.services.metrics.failed_reauthentication(None);
-        return pre_auth::unsupported_mechanism(conn, &handshake);
+        return handshake::unsupported_mechanism(conn, &handshake);
     };
     let mut previous = session;
     previous.reauth_started_at_ms = Some(now_ms);
-    let response = pre_auth::handshake_ok(conn, &handshake);
+    let response = handshake::handshake_ok(conn, &handshake);
     let phase = if mechanism.name() == previous.mechanism {
-        Phase::Exchange(pre_auth::start_exchange(
+        Phase::Exchange(handshake::start_exchange(
             conn, mechanism, &handshake, now_ms, true,
         ))
     } else {
@@ -88,7 +59,7 @@ pub(super) fn start(
             requested: handshake.mechanism,
         }
     };
-    pre_auth::respond_or_close(
+    respond_or_close(
         State::Reauthenticating(Reauthenticating { previous, phase }),
         response,
     )
@@ -103,7 +74,9 @@ pub(super) fn on_frame(
 ) -> Transition {
     let Reauthenticating { previous, phase } = reauth;
     match phase {
-        Phase::Exchange(auth) => pre_auth::on_auth_frame(conn, auth, frame, now_ms, Some(previous)),
+        Phase::Exchange(auth) => {
+            sasl_step::on_auth_frame(conn, auth, frame, now_ms, Some(previous))
+        }
         Phase::BadMechanism { requested } => {
             conn.config
                 .services
@@ -124,7 +97,7 @@ pub(super) fn on_frame(
                 });
             (
                 State::Failed,
-                vec![Action::CloseAfter(pre_auth::protocol_failure_delay(conn))],
+                vec![Action::CloseAfter(protocol_failure_delay(conn))],
             )
         }
     }

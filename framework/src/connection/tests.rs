@@ -15,7 +15,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use super::*;
 use crate::events::{Event, EventBus};
 use crate::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
-use crate::principal::DefaultPrincipalBuilder;
+use crate::principal::{DefaultPrincipalBuilder, Principal};
 use crate::sasl::{AuthFailure, Authenticated, ExchangeContext, StepOutcome, TokenClaims};
 
 /// A one-round mechanism for these tests: the token must be `user:password`.
@@ -235,10 +235,10 @@ fn session_lifetime_is_capped_by_the_credential_expiry() {
         &single_response(authenticate(&mut c, 1, b"expiring:pw", 1_000)),
     );
     assert_eq!(auth.session_lifetime_ms, 60_000);
-    assert_eq!(pre_auth::session_lifetime_ms(None, None, 5), None);
-    assert_eq!(pre_auth::session_lifetime_ms(None, Some(1), 5), Some(0));
+    assert_eq!(sasl_step::session_lifetime_ms(None, None, 5), None);
+    assert_eq!(sasl_step::session_lifetime_ms(None, Some(1), 5), Some(0));
     assert_eq!(
-        pre_auth::session_lifetime_ms(Some(10), Some(100), 5),
+        sasl_step::session_lifetime_ms(Some(10), Some(100), 5),
         Some(10)
     );
 }

@@ -17,7 +17,8 @@ use std::net::IpAddr;
 
 use bytes::Bytes;
 
-use crate::connection::{RequestError, Session};
+use crate::connection::request_error::RequestError;
+use crate::connection::session::Session;
 use crate::protocol::header::RequestHeader;
 use crate::store::{AppendBatch, MetadataStore, Offset, StoreError};
 

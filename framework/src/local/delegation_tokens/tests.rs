@@ -9,8 +9,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_delegation_token_request::CreatableRenewers;
 use kafka_protocol::messages::describe_delegation_token_request::DescribeDelegationTokenOwner;
 use kafka_protocol::messages::{
-    CreateDelegationTokenRequest, DescribeDelegationTokenRequest, ExpireDelegationTokenRequest,
-    RenewDelegationTokenRequest, ResponseHeader,
+    CreateDelegationTokenRequest, DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
+    ExpireDelegationTokenRequest, RenewDelegationTokenRequest, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 

@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::{Effect, LocalHandler, LocalRequest};
-use crate::connection::Session;
+use crate::connection::session::Session;
 use crate::envelope::{is_forwardable, ForwardedPrincipal};
 use crate::errors::ErrorCode;
 use crate::protocol::api::{
