@@ -63,7 +63,7 @@ pub enum ForwardError {
         /// The id sent.
         sent: i32,
     },
-    /// No answer within [`ATTEMPT_TIMEOUT`].
+    /// No answer within the attempt timeout (8 s).
     #[error("no answer within {0:?}")]
     Timeout(Duration),
 }
