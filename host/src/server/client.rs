@@ -44,20 +44,19 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use portcullis::connection::{Action, CloseReason, Connection, Forwarded, LogLevel};
-use portcullis::forwarding::UpstreamIdentity;
-use tokio::io::AsyncWriteExt;
+use portcullis::connection::{Action, CloseReason, Connection};
 use tokio::task::JoinHandle;
-use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
+use tokio::time::{sleep_until, Instant, Sleep};
 
-use super::admission::{Admission, PreAuthReservation, Slot, PRE_AUTH_UNRESERVED_BYTES};
+use super::admission::{PreAuthReservation, Slot};
 use super::brokers::Target;
-use super::frames::{FrameError, FrameReader, ReadOutcome, ReadSource, BURST_READ, MIN_READ};
-use super::queue::{Pending, ResponseQueue};
+use super::client_reads::{read_request, Incoming};
+use super::driver_error::DriverError;
+use super::frames::{FrameError, FrameReader, ReadOutcome};
+use super::queue::ResponseQueue;
 use super::responses::{Ended, Finished, ResponseSide};
-use super::rewrite::RewriteError;
 use super::sockets::{ClientRead, ClientStream};
-use super::upstream::{UpstreamConnection, UpstreamError, UpstreamSender};
+use super::upstream::UpstreamSender;
 use super::Shared;
 
 /// Requests a client may have outstanding before Portcullis stops reading from it. Clients
@@ -67,14 +66,14 @@ pub const MAX_IN_FLIGHT: usize = 100;
 
 /// How long a closing connection waits for the answers to requests it already forwarded (Kafka's
 /// default `request.timeout.ms`).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a closing connection waits for the client to close its side after the FIN.
 pub const LINGER: Duration = Duration::from_secs(5);
 
 /// Why a connection ended (logged when it does).
 #[derive(Debug)]
-enum End {
+pub(super) enum End {
     /// The client closed its side.
     ClientClosed,
     /// The framework closed it (protocol violation, expired session, revoked credential, …).
@@ -94,40 +93,9 @@ enum End {
     Failed(DriverError),
 }
 
-/// Why a connection failed.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum DriverError {
-    #[error("client: {0}")]
-    Client(#[from] FrameError),
-    #[error("upstream {address}: {source}")]
-    Upstream {
-        address: String,
-        source: UpstreamError,
-    },
-    #[error("{0}")]
-    Delegated(#[from] super::delegated::DelegatedError),
-    #[error("cannot rewrite the upstream's response: {0}")]
-    Rewrite(#[from] RewriteError),
-    #[error("cannot apply authorization to the upstream's response: {0}")]
-    Authorization(String),
-    #[error("the authentication step failed: {0}")]
-    Step(String),
-    #[error("the client read nothing for {0:?}")]
-    WriteStalled(Duration),
-    #[error("the response side ended unexpectedly: {0}")]
-    ResponseSide(String),
-    /// The forwarding policy routed a request with another identity than the one the
-    /// connection's upstream was opened with: sending it would give it the wrong rights.
-    #[error("the forwarding policy switched the upstream identity of a connection from {opened:?} to {requested:?}; a policy must route one session's requests with one identity")]
-    IdentitySwitched {
-        opened: portcullis::forwarding::UpstreamIdentity,
-        requested: portcullis::forwarding::UpstreamIdentity,
-    },
-}
-
 /// Where a connection is in its life; see the module documentation.
 #[derive(Debug)]
-enum Phase {
+pub(super) enum Phase {
     Serving,
     Draining(End),
     /// The failed authentication's answer (`held`) is queued at `until`.
@@ -190,7 +158,7 @@ pub(super) async fn serve<S: ClientStream>(
 }
 
 /// The response side's task, or what it handed back when it ended.
-enum ResponseTask {
+pub(super) enum ResponseTask {
     Running(JoinHandle<Finished>),
     Ended(Finished),
     /// Its end was consumed (the client's write half is dropped).
@@ -198,32 +166,32 @@ enum ResponseTask {
 }
 
 /// The request side of one connection (see the module documentation).
-struct Driver {
-    shared: Arc<Shared>,
-    peer: SocketAddr,
-    tls: bool,
-    target: Target,
-    connection: Connection,
-    reader: FrameReader<ClientRead>,
-    queue: Arc<ResponseQueue>,
-    responses: ResponseTask,
-    upstream: Option<UpstreamSender>,
+pub(super) struct Driver {
+    pub(super) shared: Arc<Shared>,
+    pub(super) peer: SocketAddr,
+    pub(super) tls: bool,
+    pub(super) target: Target,
+    pub(super) connection: Connection,
+    pub(super) reader: FrameReader<ClientRead>,
+    pub(super) queue: Arc<ResponseQueue>,
+    pub(super) responses: ResponseTask,
+    pub(super) upstream: Option<UpstreamSender>,
     /// With the `delegated` policy: the lease on the principal's upstream token.
-    upstream_lease: Option<super::delegated::Lease>,
+    pub(super) upstream_lease: Option<super::delegated_hook::Lease>,
     /// With the `delegated` policy: the settings (the principal's token login) obtained when the
     /// session was admitted, for its upstream connection.
-    admitted_settings: Option<super::upstream::UpstreamSettings>,
+    pub(super) admitted_settings: Option<super::upstream::UpstreamSettings>,
     /// Who the open upstream connection authenticated as; every request sent on it must have
     /// been routed with this identity.
-    upstream_identity: Option<portcullis::forwarding::UpstreamIdentity>,
+    pub(super) upstream_identity: Option<portcullis::forwarding::UpstreamIdentity>,
     /// Pre-authentication budget held for the large frame being read.
-    reservation: Option<PreAuthReservation>,
-    accepted_at: Instant,
+    pub(super) reservation: Option<PreAuthReservation>,
+    pub(super) accepted_at: Instant,
     /// When a frame was last read.
-    last_read: Instant,
+    pub(super) last_read: Instant,
     /// The trace span of the request being handled (telemetry; disabled without export).
-    request_span: tracing::Span,
-    _slot: Slot,
+    pub(super) request_span: tracing::Span,
+    pub(super) _slot: Slot,
 }
 
 impl Drop for Driver {
@@ -242,13 +210,6 @@ enum Event {
     Revoked,
     Shutdown,
     Timer,
-}
-
-/// What reading the client produced.
-enum Incoming {
-    Read(ReadOutcome),
-    /// A large pre-authentication frame the budget cannot cover (its announced size).
-    OverBudget(usize),
 }
 
 impl Driver {
@@ -548,305 +509,11 @@ impl Driver {
         None
     }
 
-    /// Sends every frame queued for the upstream.
-    async fn flush_upstream(&mut self) -> Result<(), DriverError> {
-        let Some(upstream) = self.upstream.as_mut() else {
-            return Ok(());
-        };
-        match upstream.flush().await {
-            Ok(()) => Ok(()),
-            Err(source) => Err(self.upstream_error(source)),
-        }
-    }
-
-    /// Does what a new session needs before the client is told it authenticated: with the
-    /// `delegated` policy, obtains the principal's upstream token (see
-    /// [`super::delegated::DelegatedUpstream::admit`]). `Err` is the message the failed
-    /// authentication carries to the client.
-    async fn admit(
-        &mut self,
-        principal: &portcullis::principal::Principal,
-    ) -> Result<(), portcullis::connection::AdmissionRefused> {
-        let Some(delegated) = self.shared.delegated.as_ref() else {
-            return Ok(());
-        };
-        match delegated.admit(principal, &self.shared.upstream).await {
-            Ok(Some(admitted)) => {
-                self.admitted_settings = Some(admitted.settings);
-                self.upstream_lease = Some(admitted.lease);
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Err(e) => {
-                match e {
-                    // The operator's side of a refusal (the missing ACL and the command that grants
-                    // it) was logged at WARN where the upstream refused.
-                    super::delegated::DelegatedError::Refused { .. } => {
-                        tracing::debug!(peer = %self.peer, principal = %principal, error = %e, "session refused");
-                    }
-                    _ => {
-                        tracing::warn!(peer = %self.peer, principal = %principal, error = %e, "cannot obtain the client's upstream token; its authentication fails");
-                    }
-                }
-                Err(portcullis::connection::AdmissionRefused::new(
-                    e.client_message(),
-                ))
-            }
-        }
-    }
-
-    /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]); its entry
-    /// goes into the response queue first, so its answer always finds it.
-    async fn forward(&mut self, request: Forwarded) -> Result<(), DriverError> {
-        self.open_upstream(&request.identity).await?;
-        let Some(upstream) = self.upstream.as_mut() else {
-            return Err(self.upstream_error(UpstreamError::Closed));
-        };
-        if let Err(source) = upstream.reauthenticate_if_due(&self.queue).await {
-            return Err(self.upstream_error(source));
-        }
-        let Some(upstream) = self.upstream.as_mut() else {
-            return Err(self.upstream_error(UpstreamError::Closed));
-        };
-        if request.expects_response {
-            self.queue.push_pending(Pending {
-                plan: request.plan,
-                api_key: request.api_key,
-                api_version: request.api_version,
-                correlation_id: request.correlation_id,
-                upstream_call: crate::telemetry::traces::UpstreamCall::start(
-                    &self.request_span,
-                    request.api_key,
-                    Some(upstream.address()),
-                ),
-            });
-        }
-        if let Err(source) = upstream.send(request.frame) {
-            return Err(self.upstream_error(source));
-        }
-        Ok(())
-    }
-
-    /// Opens the connection's upstream on the first forwarded request, and hands its read half
-    /// to the response side.
-    async fn open_upstream(
-        &mut self,
-        identity: &portcullis::forwarding::UpstreamIdentity,
-    ) -> Result<(), DriverError> {
-        if self.upstream.is_some() {
-            return match &self.upstream_identity {
-                Some(opened) if opened != identity => Err(DriverError::IdentitySwitched {
-                    opened: opened.clone(),
-                    requested: identity.clone(),
-                }),
-                _ => Ok(()),
-            };
-        }
-        // Who the connection acts as: the service login, or (delegated) the principal's token,
-        // normally obtained when the session was admitted.
-        let own_settings = match self.admitted_settings.take() {
-            Some(settings) if *identity == UpstreamIdentity::Delegated => Some(settings),
-            admitted => {
-                self.admitted_settings = admitted;
-                let (own_settings, lease) = super::delegated::connection_settings(
-                    self.shared.delegated.as_ref(),
-                    &self.shared.upstream,
-                    identity,
-                    self.connection.session().map(|s| &s.principal),
-                )
-                .await?;
-                if lease.is_some() {
-                    self.upstream_lease = lease;
-                }
-                own_settings
-            }
-        };
-        let settings = own_settings.as_ref().unwrap_or(&self.shared.upstream);
-        let opened = match self.target {
-            Target::Bootstrap => {
-                UpstreamConnection::open_any(&settings.bootstrap_servers, settings).await
-            }
-            Target::Broker(node_id) => match self.shared.brokers.address(node_id) {
-                Some(address) => UpstreamConnection::open(&address, settings, None)
-                    .await
-                    .map(|(c, _)| c),
-                None => Err(UpstreamError::NoAddress(format!("broker {node_id}"))),
-            },
-        };
-        let connection = opened.map_err(|source| DriverError::Upstream {
-            address: self.target_name(),
-            source,
-        })?;
-        tracing::debug!(target = ?self.target, upstream = connection.address(), "upstream connected");
-        let (sender, reader) = connection.into_halves(settings.connect_timeout);
-        self.queue.push_upstream(reader);
-        self.upstream = Some(sender);
-        self.upstream_identity = Some(identity.clone());
-        Ok(())
-    }
-
-    /// Has the response side write the answers to every request already received (waiting for
-    /// the upstream's), then moves on to closing. No client frame is read. Bounded by
-    /// [`DRAIN_TIMEOUT`], so a silent upstream cannot hold the connection open.
-    async fn drain(&mut self, end: End) -> Phase {
-        self.queue.finish();
-        let finished = match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
-            ResponseTask::Running(mut handle) => match timeout(DRAIN_TIMEOUT, &mut handle).await {
-                Ok(finished) => finished,
-                Err(_) => {
-                    tracing::debug!(peer = %self.peer, target = ?self.target, "gave up waiting for in-flight responses before closing");
-                    self.queue.stop();
-                    handle.await
-                }
-            },
-            ResponseTask::Ended(finished) => Ok(finished),
-            ResponseTask::Gone => return Phase::Closing(end),
-        };
-        let finished = match finished {
-            Ok(finished) => finished,
-            Err(e) => return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string()))),
-        };
-        let Finished { ended, client } = finished;
-        match ended {
-            Ended::Client(e) => return Phase::Gone(End::Failed(e)),
-            Ended::Upstream(e) => {
-                tracing::debug!(peer = %self.peer, error = %e, "while answering in-flight requests before closing");
-            }
-            Ended::Drained | Ended::Stopped => {}
-        }
-        self.responses = ResponseTask::Ended(Finished {
-            ended: Ended::Stopped,
-            client,
-        });
-        Phase::Closing(end)
-    }
-
-    /// Stops the response side where it is and takes the client's write half back.
-    async fn stop_responses(&mut self) -> Option<Finished> {
-        match std::mem::replace(&mut self.responses, ResponseTask::Gone) {
-            ResponseTask::Running(handle) => {
-                self.queue.stop();
-                handle.await.ok()
-            }
-            ResponseTask::Ended(finished) => Some(finished),
-            ResponseTask::Gone => None,
-        }
-    }
-
-    /// The lingering close: pause after the last answer (discarding input), FIN, then discard
-    /// input until the client closes or [`LINGER`] passes. Never leaves unread input behind when
-    /// the client cooperates, so the kernel has no reason to send a reset.
-    async fn close_lingering(&mut self) {
-        let Some(Finished { mut client, .. }) = self.stop_responses().await else {
-            return;
-        };
-        let mut client_closed = false;
-        if let Some(last_write) = self.queue.last_write() {
-            // Long enough for the client to read the answers in a read of their own.
-            let pause_end = last_write + self.shared.limits.close_pause;
-            if let Ok(read) = timeout_at(pause_end, self.reader.discard_until_eof()).await {
-                // EOF (or a failed socket): nothing more will arrive.
-                client_closed = true;
-                if read.is_err() {
-                    return;
-                }
-            }
-        }
-        // The FIN (after TLS's close_notify). Bounded: a client that reads nothing cannot hold
-        // the connection open through a full send buffer.
-        match timeout(LINGER, client.shutdown()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) | Err(_) => return,
-        }
-        if !client_closed {
-            let _ = timeout(LINGER, self.reader.discard_until_eof()).await;
-        }
-    }
-
-    fn upstream_error(&self, source: UpstreamError) -> DriverError {
-        let address = match &self.upstream {
-            Some(upstream) => upstream.address().to_owned(),
-            None => self.target_name(),
-        };
-        DriverError::Upstream { address, source }
-    }
-
-    fn target_name(&self) -> String {
+    pub(super) fn target_name(&self) -> String {
         match self.target {
             Target::Bootstrap => "bootstrap".to_owned(),
             Target::Broker(node_id) => format!("broker {node_id}"),
         }
-    }
-
-    fn log_end(&self, end: &End) {
-        let (peer, target) = (self.peer, self.target);
-        match end {
-            End::Closed(reason) => {
-                let message = "connection closed by the security layer";
-                match reason.disposition().log {
-                    LogLevel::Warn => tracing::warn!(%peer, ?target, %reason, "{message}"),
-                    LogLevel::Info => tracing::info!(%peer, ?target, %reason, "{message}"),
-                    _ => tracing::debug!(%peer, ?target, %reason, "{message}"),
-                }
-            }
-            End::Failed(
-                e @ (DriverError::Upstream { .. }
-                | DriverError::Rewrite(_)
-                | DriverError::Delegated(_)
-                | DriverError::Authorization(_)
-                | DriverError::Step(_)
-                | DriverError::ResponseSide(_)
-                | DriverError::IdentitySwitched { .. }),
-            ) => tracing::warn!(%peer, ?target, error = %e, "closing client connection"),
-            End::Failed(e) => tracing::debug!(%peer, ?target, error = %e, "connection closed"),
-            End::PreAuthBudget(size) => tracing::info!(
-                %peer,
-                ?target,
-                frame_bytes = size,
-                "connection closed by a limit: the pre-authentication buffer budget \
-                 (limits.max_pre_auth_buffer_bytes) cannot hold its frame"
-            ),
-            End::AuthenticationTimeout | End::Idle => {
-                tracing::info!(%peer, ?target, reason = ?end, "connection closed by a limit")
-            }
-            other => tracing::debug!(%peer, ?target, end = ?other, "connection closed"),
-        }
-    }
-}
-
-/// Reads the next client frame. Before authentication a frame over
-/// [`PRE_AUTH_UNRESERVED_BYTES`] is read only once its size is reserved from the node's
-/// pre-authentication budget (kept in `reservation` until the frame is handled). Cancel-safe: the
-/// reader keeps what it read, and a reservation made before a cancellation stays held.
-async fn read_request<R: ReadSource>(
-    reader: &mut FrameReader<R>,
-    max_frame: usize,
-    pre_auth: bool,
-    admission: &Arc<Admission>,
-    reservation: &mut Option<PreAuthReservation>,
-) -> Result<Incoming, FrameError> {
-    // Before authentication reads stay small: an unauthenticated connection holds its buffer.
-    let burst = if pre_auth { MIN_READ } else { BURST_READ };
-    if !pre_auth || max_frame <= PRE_AUTH_UNRESERVED_BYTES || reservation.is_some() {
-        return reader
-            .next_frame(max_frame, burst)
-            .await
-            .map(Incoming::Read);
-    }
-    match reader.next_frame(PRE_AUTH_UNRESERVED_BYTES, burst).await? {
-        ReadOutcome::TooLarge(size) if size <= max_frame => {
-            match admission.reserve_pre_auth(size) {
-                Some(reserved) => {
-                    *reservation = Some(reserved);
-                    reader
-                        .next_frame(max_frame, burst)
-                        .await
-                        .map(Incoming::Read)
-                }
-                None => Ok(Incoming::OverBudget(size)),
-            }
-        }
-        other => Ok(Incoming::Read(other)),
     }
 }
 

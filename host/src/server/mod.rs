@@ -2,29 +2,49 @@
 //! sans-I/O [`Connection`](portcullis::connection::Connection), upstream connections, and broker
 //! address rewriting.
 //!
-//! | module        | its one job                                                          |
-//! |---------------|----------------------------------------------------------------------|
-//! | [`frames`]    | Kafka's size-prefixed frames: reading (per-read size limit, read     |
-//! |               | sizes) and vectored writes                                           |
-//! | [`sockets`]   | the two halves of a socket, plain TCP or TLS                         |
-//! | [`tls`]       | rustls: the listener's server side, the upstream's client side       |
-//! | [`admission`] | connection limits and the pre-authentication buffer budget           |
-//! | `listeners`   | accept loops: the bootstrap port and one port per upstream broker    |
-//! | `client`      | a connection's request side: frames in, actions out, its phases and  |
-//! |               | the lingering close                                                  |
-//! | `responses`   | a connection's response side (its own task): upstream responses      |
-//! |               | relayed as they arrive or rewritten, local answers, in order         |
-//! | [`queue`]     | the ordered response queue joining the two sides                     |
-//! | [`relay`]     | cutting the upstream's byte stream into responses (sans-I/O)         |
-//! | [`upstream`]  | connecting (and authenticating) to the upstream cluster              |
-//! | [`brokers`]   | the broker map, port arithmetic and discovery                        |
-//! | [`rewrite`]   | broker addresses in Metadata / FindCoordinator / DescribeCluster     |
-//! | [`wire`]      | kafka-protocol encoding and decoding for the host's own messages     |
+//! | module               | its one job                                                         |
+//! |----------------------|---------------------------------------------------------------------|
+//! | [`frames`]           | Kafka's size-prefixed frames: reading (per-read size limit, read    |
+//! |                      | sizes) and vectored writes                                          |
+//! | [`sockets`]          | the two halves of a socket, plain TCP or TLS                        |
+//! | [`tls`]              | rustls: the listener's server side, the upstream's client side      |
+//! | [`admission`]        | connection limits and the pre-authentication buffer budget          |
+//! | `listeners`          | accept loops: the bootstrap port and one port per upstream broker   |
+//! | `client`             | a connection's request side: frames in, actions out, its phases     |
+//! | `client_reads`       | reading a client's next request within the pre-auth budget          |
+//! | `client_upstream`    | admitting a session, opening its upstream, forwarding on it         |
+//! | `client_close`       | a connection's end: the drain, the lingering close, the log line    |
+//! | `driver_error`       | why a connection failed (both sides' error)                         |
+//! | `responses`          | a connection's response side (its own task): upstream responses     |
+//! |                      | relayed as they arrive or rewritten, local answers, in order        |
+//! | [`queue`]            | the ordered response queue joining the two sides                    |
+//! | [`relay`]            | cutting the upstream's byte stream into responses (sans-I/O)        |
+//! | [`upstream`]         | an upstream connection: opening it, its two halves for a client     |
+//! | `upstream_error`     | why an upstream connection failed                                   |
+//! | `upstream_calls`     | Portcullis' own requests: ids, versions, one round trip             |
+//! | `upstream_sasl`      | logging in to the upstream (SASL) and when to log in again          |
+//! | `upstream_reader`    | the upstream's read half, handed to the response side               |
+//! | [`brokers`]          | the broker map and port arithmetic                                  |
+//! | [`discovery`]        | asking the bootstrap servers for API versions and brokers           |
+//! | [`rewrite`]          | broker addresses in Metadata / FindCoordinator / DescribeCluster    |
+//! | [`delegated`]        | the `delegated` policy's upstream tokens: creation, renewal, expiry |
+//! | `delegated_requests` | the token requests on the service connection                        |
+//! | `delegated_error`    | why a principal's token could not be had                            |
+//! | [`delegated_hook`]   | a session's upstream login with its token, and its lease            |
+//! | [`wire`]             | kafka-protocol encoding and decoding for the host's own messages    |
 
 pub mod admission;
 pub mod brokers;
 mod client;
+mod client_close;
+mod client_reads;
+mod client_upstream;
 pub mod delegated;
+mod delegated_error;
+pub mod delegated_hook;
+mod delegated_requests;
+pub mod discovery;
+mod driver_error;
 pub mod frames;
 mod listeners;
 mod persist;
@@ -35,6 +55,10 @@ pub mod rewrite;
 pub mod sockets;
 pub mod tls;
 pub mod upstream;
+mod upstream_calls;
+mod upstream_error;
+mod upstream_reader;
+mod upstream_sasl;
 pub mod wire;
 
 use std::future::Future;
@@ -53,8 +77,9 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::node::Node;
 use admission::Admission;
+use brokers::BrokerMap;
 use brokers::Target;
-use brokers::{discover, BrokerMap};
+use discovery::discover;
 use listeners::{accept_loop, BrokerListeners};
 use rewrite::Advertised;
 use upstream::UpstreamSettings;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::relay::{Expected, Mode};
 use super::rewrite::carries_addresses;
-use super::upstream::UpstreamReader;
+use super::upstream_reader::UpstreamReader;
 
 /// Whether responses that need no change are relayed as they arrive (off: every response is
 /// collected whole first).

@@ -29,7 +29,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::time::{timeout_at, Instant};
 
-use super::client::DriverError;
+use super::driver_error::DriverError;
 use super::frames::{read_some, FrameError, Outgoing, MIN_READ};
 use super::queue::{Entry, Head, Pending, ResponseQueue};
 use super::relay::{Relay, Step};

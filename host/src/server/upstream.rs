@@ -17,20 +17,16 @@
 //! With `SSL` / `SASL_SSL` the TCP connection is wrapped in rustls first ([`super::tls`]); the
 //! server name checked is the host of the address connected to.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use arc_swap::ArcSwap;
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use portcullis::login::{LoginError, LoginModule};
+use portcullis::login::LoginModule;
 use portcullis::protocol::versions::ApiVersionTable;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -38,16 +34,18 @@ use tokio_rustls::TlsConnector;
 
 use super::frames::{FrameError, FrameReader, Outgoing, ReadOutcome, BURST_READ};
 use super::queue::{Internal, ResponseQueue};
-use super::relay::RelayError;
 use super::sockets::{upstream_plain, upstream_tls, UpstreamRead, UpstreamWrite};
-use super::wire::{decode_response, encode_request, response_correlation_id, WireError};
+use super::upstream_calls::{call, InternalIds, RoundTrip};
+use super::upstream_sasl::{authenticate, authenticate_version, Reauth};
+use super::wire::response_correlation_id;
 
-/// The lowest correlation id Portcullis uses for its own requests (the Java client's choice).
-const RESERVED_CORRELATION_MIN: i32 = i32::MAX - 7;
+pub use super::upstream_calls::pick_version;
+pub use super::upstream_error::UpstreamError;
+pub use super::upstream_reader::UpstreamReader;
+pub use super::upstream_sasl::reauth_delay;
+
 /// Responses come from the operator's own cluster; this only guards against a broken length.
 const MAX_RESPONSE: usize = i32::MAX as usize;
-/// SASL exchanges that need more rounds than this are broken.
-const MAX_SASL_ROUNDS: usize = 16;
 
 /// How to reach and authenticate to the upstream cluster.
 pub struct UpstreamSettings {
@@ -77,75 +75,6 @@ impl std::fmt::Debug for UpstreamSettings {
     }
 }
 
-/// Why an upstream connection failed. Never carries a secret.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    /// No address to connect to.
-    #[error("no upstream address for {0}")]
-    NoAddress(String),
-    /// TCP connect failed.
-    #[error("cannot connect to {address}: {source}")]
-    Connect {
-        /// The address.
-        address: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Connecting and authenticating took longer than `connect_timeout_ms`.
-    #[error("connecting to {0} timed out")]
-    Timeout(String),
-    /// The TLS handshake failed (e.g. an untrusted certificate, or one for another name).
-    #[error("TLS handshake with {address} failed: {reason}")]
-    Tls {
-        /// The address.
-        address: String,
-        /// Why (rustls' reason).
-        reason: String,
-    },
-    /// One of Portcullis' own requests got no answer within `connect_timeout_ms`.
-    #[error("{0} did not answer within the upstream timeout (connect_timeout_ms)")]
-    NoAnswer(String),
-    /// Reading or writing failed.
-    #[error(transparent)]
-    Frame(#[from] FrameError),
-    /// The upstream closed the connection.
-    #[error("upstream closed the connection")]
-    Closed,
-    /// A response that does not parse.
-    #[error(transparent)]
-    Wire(#[from] WireError),
-    /// A response stream that does not answer the requests sent.
-    #[error(transparent)]
-    Response(#[from] RelayError),
-    /// A response to a request that was not sent.
-    #[error("upstream answered correlation id {got}, expected {expected}")]
-    OutOfOrder {
-        /// The id waited for.
-        expected: i32,
-        /// The id received.
-        got: i32,
-    },
-    /// The upstream refused a request with an error code.
-    #[error("upstream {api} failed with error code {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
-    Refused {
-        /// The request.
-        api: &'static str,
-        /// The error code.
-        code: i16,
-        /// The upstream's message, if any.
-        message: Option<String>,
-    },
-    /// The upstream does not support a version Portcullis needs.
-    #[error("upstream does not support {0}")]
-    Unsupported(&'static str),
-    /// The login module failed.
-    #[error(transparent)]
-    Login(#[from] LoginError),
-    /// The SASL exchange did not finish.
-    #[error("upstream SASL exchange did not complete")]
-    Incomplete,
-}
-
 /// One upstream connection while Portcullis alone talks on it: opening it (TLS, SASL), and the
 /// discovery requests. A client's connection is then split with
 /// [`UpstreamConnection::into_halves`].
@@ -172,44 +101,6 @@ pub struct UpstreamSender {
     call_timeout: Duration,
 }
 
-/// The response side's half of a client's upstream connection.
-#[derive(Debug)]
-pub struct UpstreamReader {
-    /// The address connected to (for errors).
-    pub address: String,
-    /// The socket's read half.
-    pub read: UpstreamRead,
-    /// Bytes read while the connection was opened but not consumed.
-    pub buffer: BytesMut,
-}
-
-/// When and how to re-authenticate an upstream session.
-struct Reauth {
-    login: Arc<dyn LoginModule>,
-    authenticate_version: i16,
-    due: Instant,
-}
-
-/// Correlation ids for Portcullis' own requests.
-struct InternalIds(i32);
-
-impl InternalIds {
-    fn new() -> Self {
-        Self(RESERVED_CORRELATION_MIN)
-    }
-
-    fn next(&mut self) -> i32 {
-        let id = self.0;
-        // Stay inside the reserved range however many requests a connection sends.
-        self.0 = if id == i32::MAX {
-            RESERVED_CORRELATION_MIN
-        } else {
-            id + 1
-        };
-        id
-    }
-}
-
 impl std::fmt::Debug for UpstreamConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamConnection")
@@ -223,35 +114,6 @@ impl std::fmt::Debug for UpstreamSender {
         f.debug_struct("UpstreamSender")
             .field("address", &self.address)
             .finish_non_exhaustive()
-    }
-}
-
-/// One of Portcullis' own round trips on an upstream connection: send a request frame, get the
-/// response frame that carries its correlation id.
-trait RoundTrip {
-    /// The correlation id for the next request.
-    fn next_id(&mut self) -> i32;
-    /// Sends `frame` and returns the response to `correlation_id`.
-    fn round_trip(
-        &mut self,
-        frame: Bytes,
-        correlation_id: i32,
-    ) -> impl Future<Output = Result<Bytes, UpstreamError>> + Send;
-}
-
-/// Sends one of Portcullis' own requests and decodes its response.
-fn call<'a, T: RoundTrip + Send, Req: Encodable, Resp: Decodable>(
-    transport: &'a mut T,
-    api: ApiKey,
-    version: i16,
-    request: &Req,
-) -> impl Future<Output = Result<Resp, UpstreamError>> + Send + 'a {
-    let correlation_id = transport.next_id();
-    let frame = encode_request(api, version, correlation_id, request);
-    async move {
-        let response = transport.round_trip(frame?, correlation_id).await?;
-        let (_, body) = decode_response::<Resp>(api, version, response)?;
-        Ok(body)
     }
 }
 
@@ -535,89 +397,4 @@ impl UpstreamSender {
         tracing::debug!(address = %self.address, "upstream session re-authenticated");
         Ok(true)
     }
-}
-
-/// SaslHandshake v1, then SaslAuthenticate rounds until the login module's exchange is done;
-/// returns when to re-authenticate, if the upstream gave the session a lifetime.
-async fn authenticate<T: RoundTrip + Send>(
-    transport: &mut T,
-    address: &str,
-    login: &Arc<dyn LoginModule>,
-    authenticate_version: i16,
-) -> Result<Option<Reauth>, UpstreamError> {
-    let handshake = SaslHandshakeRequest::default()
-        .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
-    let response: SaslHandshakeResponse =
-        call(transport, ApiKey::SaslHandshake, 1, &handshake).await?;
-    if response.error_code != 0 {
-        let enabled: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
-        return Err(UpstreamError::Refused {
-            api: "SaslHandshake",
-            code: response.error_code,
-            message: Some(format!("upstream enables {enabled:?}")),
-        });
-    }
-    let mut exchange = portcullis_plugin_login::start_exchange(login.as_ref())?;
-    let mut token = exchange.initial()?;
-    for _ in 0..MAX_SASL_ROUNDS {
-        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-        // The upstream's session starts when it reads the last SaslAuthenticate, later than this.
-        // Counting from here keeps the re-authentication inside the session however long its
-        // answer takes to come back (through the response side, under load).
-        let sent = Instant::now();
-        let response: SaslAuthenticateResponse = call(
-            transport,
-            ApiKey::SaslAuthenticate,
-            authenticate_version,
-            &request,
-        )
-        .await?;
-        if response.error_code != 0 {
-            return Err(UpstreamError::Refused {
-                api: "SaslAuthenticate",
-                code: response.error_code,
-                message: response.error_message.map(|m| m.to_string()),
-            });
-        }
-        match exchange.step(&response.auth_bytes)? {
-            Some(next) => token = next,
-            None if exchange.is_complete() => {
-                tracing::debug!(%address, lifetime_ms = response.session_lifetime_ms, "upstream session authenticated");
-                return Ok((response.session_lifetime_ms > 0).then(|| Reauth {
-                    login: Arc::clone(login),
-                    authenticate_version,
-                    due: sent + reauth_delay(response.session_lifetime_ms, rand::random::<f64>()),
-                }));
-            }
-            None => return Err(UpstreamError::Incomplete),
-        }
-    }
-    Err(UpstreamError::Incomplete)
-}
-
-/// The SaslAuthenticate version to use with an upstream that supports `versions`.
-fn authenticate_version(versions: &ApiVersionTable) -> Result<i16, UpstreamError> {
-    if versions
-        .range(ApiKey::SaslHandshake as i16)
-        .is_some_and(|(_, max)| max < 1)
-    {
-        return Err(UpstreamError::Unsupported("SaslHandshake v1"));
-    }
-    // Without a table (it is learned at discovery) v1 is the safe choice: every Kafka since 1.0.
-    Ok(pick_version(versions, ApiKey::SaslAuthenticate, 2).unwrap_or(1))
-}
-
-/// When to re-authenticate a session of `lifetime_ms`: a uniformly jittered point between 85 %
-/// and 95 % of the lifetime (`random` in `[0, 1)`), as the Java client does (KIP-368).
-pub fn reauth_delay(lifetime_ms: i64, random: f64) -> Duration {
-    let fraction = 0.85 + 0.10 * random.clamp(0.0, 1.0);
-    Duration::from_millis((lifetime_ms.max(0) as f64 * fraction) as u64)
-}
-
-/// The highest version of `api` that the upstream, kafka-protocol and `ours` all support.
-pub fn pick_version(upstream: &ApiVersionTable, api: ApiKey, ours: i16) -> Option<i16> {
-    let (min, max) = upstream.range(api as i16)?;
-    let known = api.valid_versions();
-    let version = max.min(ours).min(known.max);
-    (version >= min.max(known.min)).then_some(version)
 }
