@@ -2,7 +2,9 @@
 //! upstream forwarding and the CLI. Everything Kafka-specific that decides security lives in the
 //! `portcullis` framework; this crate does the I/O around it.
 
+pub mod append_queue;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod delegated_config;

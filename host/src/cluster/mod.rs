@@ -38,8 +38,9 @@ use portcullis::principal::{
 use portcullis_plugin_kafka_store::KafkaMetadataStore;
 use tokio::time::Instant;
 
+use crate::append_queue::AppendQueue;
+use crate::clock::now_ms;
 use crate::config::ClusterConfig;
-use crate::store_writer::StoreWriter;
 
 /// The listener name inside request contexts of mutations run on the writer.
 pub const LISTENER_NAME: &str = "cluster";
@@ -77,7 +78,9 @@ pub enum Answer {
 /// The node's part in its cluster.
 pub struct Cluster {
     store: Arc<KafkaMetadataStore>,
-    writer: StoreWriter,
+    /// The node's append queue, not its `StoreWriter`: the store writer carries this cluster, so
+    /// the cluster appends beneath it.
+    writer: AppendQueue,
     handlers: Vec<Arc<dyn LocalHandler>>,
     authorizer: Option<Arc<dyn Authorizer>>,
     /// The node's principal builder: it names inter-node peers from their certificates, as it
@@ -106,7 +109,7 @@ impl Cluster {
         config: &ClusterConfig,
         node_id: i32,
         store: Arc<KafkaMetadataStore>,
-        writer: StoreWriter,
+        writer: AppendQueue,
         handlers: Vec<Arc<dyn LocalHandler>>,
         authorizer: Option<Arc<dyn Authorizer>>,
         principal_builder: Arc<dyn PrincipalBuilder>,
@@ -337,10 +340,6 @@ fn error_answer(frame: &Bytes, code: ErrorCode) -> Answer {
         Some(bytes) => Answer::Respond(bytes),
         None => Answer::Close(RequestError::NoErrorResponse { code }),
     }
-}
-
-fn now_ms() -> i64 {
-    crate::services::now_ms()
 }
 
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //! | [`discovery`]     | `discovery_url`: fills `jwks_url`, `introspection_url`, the issuer   |
 //! | [`jwks_refresh`]  | the key set: fetched at start, refreshed periodically and on a miss  |
 //! | [`introspect`]    | the RFC 7662 client the introspection validator calls                |
+//! | `error`           | why OAUTHBEARER cannot start, naming the key and URL at fault        |
+//! | `resolve`         | the start-up I/O: discovery, then the first key set                  |
+//! | `validator`       | the token validator and server built from `[oauthbearer]`            |
+//! | `report`          | the start-up warnings and `check-config`'s summary line              |
 //!
 //! [`OAuthBearer::start`] (from `Node::build`) does the start-up I/O on a small runtime of its
 //! own, `portcullis-oauth` (one worker thread): discovery, then the first key set — a node whose
@@ -21,92 +25,38 @@
 
 pub mod allow;
 pub mod discovery;
+mod error;
 pub mod http;
 pub mod introspect;
 pub mod jwks_refresh;
+mod report;
+mod resolve;
 pub mod retry;
+mod validator;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use portcullis::sasl::SaslMechanism;
-use portcullis_plugin_oauthbearer::introspection::{
-    CacheSettings, Introspect, IntrospectError, IntrospectionValidator,
-};
 use portcullis_plugin_oauthbearer::jwks::{
     JwksValidator, KeySet, NoRefresh, RefreshLimits, SharedKeySet,
 };
-use portcullis_plugin_oauthbearer::unsecured::{UnsecuredRules, UnsecuredValidator};
-use portcullis_plugin_oauthbearer::{
-    ClaimRules, OAuthBearerServer, Refusal, ServerSettings, TokenValidator, ValidatedToken,
-};
-use serde_json::{Map, Value};
+use portcullis_plugin_oauthbearer::{OAuthBearerServer, TokenValidator};
 use tokio::sync::watch;
 use url::Url;
 
 use crate::config::{OAuthBearerConfig, ValidatorKind};
-use crate::server::tls::TlsSetupError;
-use allow::AllowList;
-use http::{HttpClient, HttpSetupError};
 use introspect::IntrospectionClient;
-use jwks_refresh::{JwksRefresher, JwksSource, RefreshSettings};
-use retry::Backoff;
+use jwks_refresh::JwksRefresher;
 
-/// Why OAUTHBEARER cannot start. Each names the key (and the URL) at fault.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OAuthError {
-    /// A setting cannot be used.
-    #[error("{key}: {reason}")]
-    Config {
-        /// The dotted key.
-        key: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A document the validator needs could not be had at start.
-    #[error(
-        "{key}: cannot get the {what} from {url}: {reason} ({attempts} attempt(s) within \
-         jwks_retry_backoff_max_ms = {max_ms}); OAUTHBEARER cannot verify tokens without it"
-    )]
-    Fetch {
-        /// The key holding the URL.
-        key: String,
-        /// What was fetched.
-        what: &'static str,
-        /// The URL.
-        url: String,
-        /// The last attempt's error.
-        reason: String,
-        /// Attempts made.
-        attempts: u32,
-        /// The retry deadline.
-        max_ms: u64,
-    },
-    /// The OAuth runtime cannot be started.
-    #[error("cannot start the OAuth runtime: {0}")]
-    Runtime(std::io::Error),
-}
+pub use error::OAuthError;
+pub use report::{summary, warnings};
+pub use resolve::Resolved;
 
-fn config_error(key: impl Into<String>, reason: impl Into<String>) -> OAuthError {
-    OAuthError::Config {
-        key: key.into(),
-        reason: reason.into(),
-    }
-}
-
-/// What discovery and the configuration resolved to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Resolved {
-    /// The key set's URL (`jwks`).
-    pub jwks_url: Option<Url>,
-    /// The introspection endpoint (`introspection`).
-    pub introspection_url: Option<Url>,
-    /// The issuer tokens must carry.
-    pub expected_issuer: Option<String>,
-    /// Which of these came from the discovery document.
-    pub discovered: Vec<&'static str>,
-}
+use error::config_error;
+use resolve::start_io;
+use validator::{
+    claim_rules, http_client, introspection_validator, server, unsecured_validator, Offline,
+};
 
 /// The background of a started mechanism: the runtime and the refresher task's stop signal.
 struct Background {
@@ -337,323 +287,4 @@ impl OAuthBearer {
             background.shutdown();
         }
     }
-}
-
-/// What start-up does on the OAuth runtime: discovery when it has something to fill, then the
-/// first key set.
-async fn start_io(
-    config: &OAuthBearerConfig,
-    allow: &AllowList,
-    http: &HttpClient,
-) -> Result<(Resolved, Option<JwksRefresher>), OAuthError> {
-    let backoff = backoff(config);
-    let max_ms = config.jwks_retry_backoff_max_ms;
-    let checked = |key: &str, url: &Option<String>| -> Result<Option<Url>, OAuthError> {
-        url.as_deref()
-            .map(|u| allow.check(u).map_err(|e| config_error(key, e.to_string())))
-            .transpose()
-    };
-    let mut resolved = Resolved {
-        jwks_url: checked("oauthbearer.jwks_url", &config.jwks_url)?,
-        introspection_url: checked("oauthbearer.introspection_url", &config.introspection_url)?,
-        expected_issuer: config.expected_issuer.clone(),
-        discovered: Vec::new(),
-    };
-    let wants_jwks = config.validator == ValidatorKind::Jwks && resolved.jwks_url.is_none();
-    let wants_introspection =
-        config.validator == ValidatorKind::Introspection && resolved.introspection_url.is_none();
-    let wants_issuer =
-        config.validator != ValidatorKind::Unsecured && resolved.expected_issuer.is_none();
-    if let Some(discovery_url) = checked("oauthbearer.discovery_url", &config.discovery_url)? {
-        if wants_jwks || wants_introspection || wants_issuer {
-            let metadata = discovery::discover(http, &discovery_url, backoff)
-                .await
-                .map_err(|e| OAuthError::Fetch {
-                    key: "oauthbearer.discovery_url".to_owned(),
-                    what: "OpenID provider configuration",
-                    url: discovery_url.to_string(),
-                    reason: e.error.to_string(),
-                    attempts: e.attempts,
-                    max_ms,
-                })?;
-            let from_discovery = |key: &str, member: &str, value: Option<&String>| {
-                let value = value.ok_or_else(|| {
-                    config_error(
-                        key,
-                        format!(
-                            "not set, and the provider configuration at {discovery_url} has no \
-                             `{member}`; set {key}"
-                        ),
-                    )
-                })?;
-                discovery::check_discovered(allow, value).map_err(|reason| {
-                    config_error(
-                        format!("{key} (`{member}` from oauthbearer.discovery_url)"),
-                        reason.to_string(),
-                    )
-                })
-            };
-            if wants_jwks {
-                resolved.jwks_url = Some(from_discovery(
-                    "oauthbearer.jwks_url",
-                    "jwks_uri",
-                    metadata.jwks_uri.as_ref(),
-                )?);
-                resolved.discovered.push("jwks_url");
-            }
-            if wants_introspection {
-                resolved.introspection_url = Some(from_discovery(
-                    "oauthbearer.introspection_url",
-                    "introspection_endpoint",
-                    metadata.introspection_endpoint.as_ref(),
-                )?);
-                resolved.discovered.push("introspection_url");
-            }
-            if wants_issuer {
-                if let Some(issuer) = metadata.issuer.filter(|i| !i.trim().is_empty()) {
-                    if let Some(implied) = discovery::implied_issuer(&discovery_url) {
-                        if implied.trim_end_matches('/') != issuer.trim_end_matches('/') {
-                            tracing::warn!(
-                                discovery_url = %discovery_url,
-                                issuer = %issuer,
-                                "the provider configuration names another issuer than its URL \
-                                 implies (OpenID Connect Discovery §4.3); tokens must carry the \
-                                 document's; set expected_issuer to choose"
-                            );
-                        }
-                    }
-                    resolved.expected_issuer = Some(issuer);
-                    resolved.discovered.push("expected_issuer");
-                }
-            }
-        }
-    }
-    let refresher = match (config.validator, &resolved.jwks_url) {
-        (ValidatorKind::Jwks, Some(url)) => {
-            let source = JwksSource::new(url.clone(), http.clone());
-            let settings = RefreshSettings {
-                interval: Duration::from_millis(config.jwks_refresh_ms),
-                backoff,
-                kid_min_interval: Duration::from_millis(config.jwks_kid_refresh_min_interval_ms),
-            };
-            let key = if resolved.discovered.contains(&"jwks_url") {
-                "oauthbearer.jwks_url (from oauthbearer.discovery_url)"
-            } else {
-                "oauthbearer.jwks_url"
-            };
-            Some(
-                JwksRefresher::start(source, settings)
-                    .await
-                    .map_err(|e| OAuthError::Fetch {
-                        key: key.to_owned(),
-                        what: "key set",
-                        url: url.to_string(),
-                        reason: e.error.to_string(),
-                        attempts: e.attempts,
-                        max_ms,
-                    })?,
-            )
-        }
-        (ValidatorKind::Jwks, None) => {
-            return Err(config_error(
-                "oauthbearer.jwks_url",
-                "required with validator = \"jwks\" (or discovery_url)",
-            ))
-        }
-        _ => None,
-    };
-    Ok((resolved, refresher))
-}
-
-fn backoff(config: &OAuthBearerConfig) -> Backoff {
-    Backoff {
-        initial: Duration::from_millis(config.jwks_retry_backoff_ms),
-        max_total: Duration::from_millis(config.jwks_retry_backoff_max_ms),
-    }
-}
-
-/// The HTTP client, verifying HTTPS against `ca_file` or the system's roots (needed only when
-/// an https URL is allowed).
-fn http_client(config: &OAuthBearerConfig, allow: &AllowList) -> Result<HttpClient, OAuthError> {
-    let needs_tls = allow.prefixes().iter().any(|p| p.starts_with("https:"));
-    HttpClient::new(
-        config.ca_file.clone(),
-        needs_tls,
-        Duration::from_millis(config.http_timeout_ms),
-    )
-    .map_err(|e| match e {
-        HttpSetupError::Tls(TlsSetupError::NoSystemRoots(why)) => config_error(
-            "oauthbearer.ca_file",
-            format!(
-                "no trusted root certificate found on this system ({why}); set \
-                 oauthbearer.ca_file to the identity provider's CA bundle"
-            ),
-        ),
-        other => config_error("oauthbearer.ca_file", other.to_string()),
-    })
-}
-
-fn claim_rules(config: &OAuthBearerConfig, resolved: &Resolved) -> ClaimRules {
-    ClaimRules {
-        expected_audience: config.expected_audience.clone(),
-        expected_issuer: resolved.expected_issuer.clone(),
-        sub_claim_name: config.sub_claim_name.clone(),
-        scope_claim_name: config.scope_claim_name.clone(),
-        groups_claim_name: config.groups_claim_name.clone(),
-        required_claims: config.required_claims.clone(),
-        required_scopes: config.required_scopes.clone(),
-        clock_skew_ms: config.clock_skew_ms(),
-    }
-}
-
-fn introspection_validator(
-    config: &OAuthBearerConfig,
-    resolved: &Resolved,
-    client: Arc<dyn Introspect>,
-) -> Arc<dyn TokenValidator> {
-    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    let cache = CacheSettings {
-        capacity: config.introspection_cache_capacity,
-        positive_ttl_ms: ms(config.introspection_cache_ms),
-        negative_capacity: config.introspection_cache_capacity,
-        negative_ttl_ms: ms(config.introspection_negative_cache_ms),
-    };
-    Arc::new(IntrospectionValidator::new(
-        client,
-        claim_rules(config, resolved),
-        cache,
-    ))
-}
-
-fn unsecured_validator(config: &OAuthBearerConfig) -> Arc<dyn TokenValidator> {
-    Arc::new(UnsecuredValidator::new(UnsecuredRules {
-        principal_claim_name: config.sub_claim_name.clone(),
-        scope_claim_name: config.scope_claim_name.clone(),
-        required_scopes: config.required_scopes.clone(),
-        clock_skew_ms: config.clock_skew_ms(),
-    }))
-}
-
-fn server(config: &OAuthBearerConfig, validator: Arc<dyn TokenValidator>) -> OAuthBearerServer {
-    OAuthBearerServer::new(
-        Arc::new(Logged(validator)),
-        ServerSettings {
-            openid_configuration: config.discovery_url.clone(),
-        },
-    )
-}
-
-/// Logs why a token was refused: the client sees only Kafka's JSON challenge. At debug, as
-/// everything a client alone causes (docs/architecture.md, "Errors"); the reason never holds
-/// the token.
-struct Logged(Arc<dyn TokenValidator>);
-
-impl TokenValidator for Logged {
-    fn validate(&self, token: &str, now_ms: i64) -> Result<ValidatedToken, Refusal> {
-        let validated = self.0.validate(token, now_ms);
-        if let Err(refusal) = &validated {
-            tracing::debug!(status = %refusal.status, reason = %refusal.reason, "OAUTHBEARER token refused");
-        }
-        validated
-    }
-
-    fn is_cheap(&self) -> bool {
-        self.0.is_cheap()
-    }
-}
-
-/// The offline stand-in for the introspection endpoint.
-struct Offline;
-
-impl Introspect for Offline {
-    fn introspect(&self, _token: &str) -> Result<Map<String, Value>, IntrospectError> {
-        Err(IntrospectError::Transport(
-            "offline (check-config): the introspection endpoint is not called".to_owned(),
-        ))
-    }
-}
-
-/// What deserves a warning at start-up and in `check-config`: the unsecured validator, plain
-/// http to a host that is not loopback.
-pub fn warnings(config: &OAuthBearerConfig) -> Vec<String> {
-    let mut warnings = Vec::new();
-    if config.validator == ValidatorKind::Unsecured {
-        warnings.push(
-            "oauthbearer.validator = \"unsecured\": tokens are not signed, so anyone can log in \
-             as any user (Kafka's development validator, allowed by allow_unsecured = true); \
-             never use it in production"
-                .to_owned(),
-        );
-    }
-    for (key, url) in [
-        ("oauthbearer.jwks_url", &config.jwks_url),
-        ("oauthbearer.discovery_url", &config.discovery_url),
-        ("oauthbearer.introspection_url", &config.introspection_url),
-    ] {
-        let Some(url) = url.as_deref().and_then(|u| Url::parse(u).ok()) else {
-            continue;
-        };
-        if url.scheme() == "http" && !is_loopback(&url) {
-            warnings.push(format!(
-                "{key} = {url}: plain http to a host that is not loopback; what it answers \
-                 can be changed in transit (use https)"
-            ));
-        }
-    }
-    warnings
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        None => false,
-    }
-}
-
-/// One line for `check-config`.
-pub fn summary(config: &OAuthBearerConfig) -> String {
-    let source = match config.validator {
-        ValidatorKind::Jwks => match (&config.jwks_url, &config.discovery_url) {
-            (Some(url), _) => format!(
-                "key set {url}, refreshed every {} ms",
-                config.jwks_refresh_ms
-            ),
-            (None, Some(discovery)) => format!(
-                "key set from the jwks_uri of {discovery}, refreshed every {} ms",
-                config.jwks_refresh_ms
-            ),
-            (None, None) => "no key set".to_owned(),
-        },
-        ValidatorKind::Introspection => match (&config.introspection_url, &config.discovery_url) {
-            (Some(url), _) => format!("endpoint {url}"),
-            (None, Some(discovery)) => {
-                format!("endpoint from the introspection_endpoint of {discovery}")
-            }
-            (None, None) => "no endpoint".to_owned(),
-        },
-        ValidatorKind::Unsecured => "UNSIGNED tokens accepted (development only)".to_owned(),
-    };
-    let issuer = match (&config.expected_issuer, &config.discovery_url) {
-        (Some(issuer), _) => issuer.clone(),
-        (None, Some(_)) if config.validator != ValidatorKind::Unsecured => {
-            "from discovery".to_owned()
-        }
-        _ => "not checked".to_owned(),
-    };
-    let audience = if config.expected_audience.is_empty() {
-        "not checked".to_owned()
-    } else {
-        config.expected_audience.join(", ")
-    };
-    format!(
-        "{} validator ({source}); issuer {issuer}; audience {audience}; allowed URLs: {}",
-        config.validator.name(),
-        if config.allowed_urls.is_empty() {
-            "none".to_owned()
-        } else {
-            config.allowed_urls.join(", ")
-        }
-    )
 }

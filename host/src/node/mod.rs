@@ -1,0 +1,287 @@
+//! Assembling a node from its configuration: the store, credentials, and one plugin of each kind
+//! — SASL mechanisms, principal builder, authorizer, forwarding policy, upstream login module,
+//! event subscribers — each chosen by name among the built-ins (registered with `inventory`) and
+//! the plugins loaded from the plugin directory, the same way for both.
+//!
+//! [`Node::build`] does all of it for a running node. [`assemble`] is the part that needs no
+//! store (and so takes no lock on the data directory): `check-config` and `plugins` use it.
+//!
+//! | module       | its one job                                                                 |
+//! |--------------|-----------------------------------------------------------------------------|
+//! | `assemble`   | the parts that need no store: plugins, mechanisms, policy, login, subscribers |
+//! | `builtins`   | the built-in plugins; every `[plugins.config.NAME]` table checked           |
+//! | `choose`     | one plugin chosen by name: built-in or loaded, never both                   |
+//! | `error`      | why a node could not be assembled                                           |
+//! | `mechanisms` | the enabled SASL mechanisms, each resolved to its provider                  |
+//! | `oauth`      | OAUTHBEARER among the plugins                                               |
+//! | `security`   | the authorizer, the local security APIs and the token manager               |
+//! | `store`      | the metadata store: the file log or the cluster's shared topic              |
+
+mod assemble;
+mod builtins;
+mod choose;
+mod error;
+mod mechanisms;
+mod oauth;
+mod security;
+mod store;
+
+use std::fmt;
+use std::sync::Arc;
+
+use portcullis::authorizer::Authorizer;
+use portcullis::connection::NodeServices;
+use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
+use portcullis::events::EventBus;
+use portcullis::forwarding::ScreenedAuthorizer;
+use portcullis::login::LoginModule;
+use portcullis::metrics::SecurityMetrics;
+use portcullis::reauth::ReauthScheduler;
+use portcullis::tokens::TokenManager;
+
+// The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
+// linked into the binary even where nothing else in the host uses it.
+use portcullis_plugin_acl as _;
+use portcullis_plugin_forwarding as _;
+use portcullis_plugin_plain as _;
+use portcullis_plugin_scram as _;
+use portcullis_plugin_stores as _;
+
+pub use assemble::{assemble, Assembly};
+pub use builtins::{builtin_mechanism_names, builtins};
+pub use error::NodeError;
+pub use store::{kafka_store_settings, open_store, NodeStore};
+
+use crate::config::Config;
+use crate::plugin_loader::PluginLoadReport;
+use crate::services::{spawn_subscriber, HostContext, PluginStats, SubscriberStats};
+use crate::store_writer::StoreWriter;
+use assemble::assemble_with;
+use oauth::oauth_enabled;
+use security::{
+    audited, build_authorizer, local_handlers, refuse_token_shaped_users, token_manager,
+};
+
+/// Everything a running node needs, built once at start.
+pub struct Node {
+    /// The validated configuration.
+    pub config: Config,
+    /// The metadata store: the embedded file log (holds the data directory's lock) or the
+    /// cluster's shared topic.
+    pub store: NodeStore,
+    /// The node's part in its cluster, when its store is shared.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Appends to the store off the request path, group-committed.
+    pub writer: StoreWriter,
+    /// The delegation-token manager, when tokens are enabled.
+    pub tokens: Option<Arc<TokenManager>>,
+    /// Every user's SCRAM credentials, kept up to date from the store.
+    pub credentials: Arc<InMemoryCredentials>,
+    /// The services every listener and connection shares (mechanisms, principal builder,
+    /// forwarding policy, authorizer, local security APIs, sessions, counters, event bus): held
+    /// here once, and the same `Arc` goes into each listener's `ConnectionConfig`. Its
+    /// authorizer is the one upstream-bound requests are checked with: the configured one,
+    /// screened by the forwarding policy when it refuses actions, wrapped by the audit log when
+    /// one is configured; `None` without one, or when the upstream decides
+    /// (`[forwarding.delegated] authorizer = "upstream"`; the local APIs still use it).
+    pub services: Arc<NodeServices>,
+    /// Portcullis' own login upstream, for SASL upstreams.
+    pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// What the plugin directory held: loaded plugins and refused files.
+    pub plugins: PluginLoadReport,
+    /// The services plugins got; plugin metrics and subscriber counts.
+    pub context: HostContext,
+    /// The event subscribers' counts.
+    pub subscribers: Vec<SubscriberStats>,
+    /// OAUTHBEARER's validator and what keeps it working (its key set's refresher, on the
+    /// OAuth runtime), when `listener.sasl_mechanisms` enables it.
+    pub oauth: Option<crate::oauth::OAuthBearer>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("config", &self.config)
+            .field("store", &self.store.shared().location())
+            .field("credentials", &self.credentials)
+            .field("services", &self.services)
+            .field(
+                "upstream_login",
+                &self.upstream_login.as_ref().map(|l| l.mechanism()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Opens the store (locking the data directory), loads the credentials, and assembles the
+    /// plugins.
+    ///
+    /// # Errors
+    /// [`NodeError`]; a locked or corrupt store refuses the start.
+    pub fn build(config: Config) -> Result<Node, NodeError> {
+        let store = open_store(&config)?;
+        let credentials = Arc::new(InMemoryCredentials::new());
+        let events = EventBus::new();
+        let tokens = token_manager(&config);
+        // The node's state is what it has applied from the log: replayed now, then followed, so
+        // every write (through the store writer, or offline before the start) reaches the views
+        // the same way.
+        crate::views::follow(
+            store.shared().as_ref(),
+            Arc::clone(&credentials),
+            tokens.clone(),
+            events.clone(),
+        )
+        .map_err(NodeError::Store)?;
+        if config.delegation_tokens.accept_token_without_extension {
+            refuse_token_shaped_users(&credentials)?;
+        }
+
+        let token_view: Arc<dyn TokenView> = match &tokens {
+            Some(manager) => Arc::clone(manager) as Arc<dyn TokenView>,
+            None => Arc::new(NoTokens),
+        };
+        let context = HostContext::new(
+            Arc::clone(&credentials) as Arc<dyn CredentialView>,
+            token_view,
+        );
+        // OAUTHBEARER's start-up I/O (discovery, the first key set): a validator that cannot
+        // verify tokens refuses the start.
+        let oauth = match &config.oauthbearer {
+            Some(section) if oauth_enabled(&config) => {
+                Some(crate::oauth::OAuthBearer::start(section)?)
+            }
+            _ => None,
+        };
+        let assembly = assemble_with(&config, &context, oauth.as_ref())?;
+        let authorizer = build_authorizer(&config, &context, &assembly, &store.shared(), &events)?;
+        // A policy that refuses actions is enforced through the authorization map: its refusals
+        // come before the authorizer's decisions (which allow everything when there is none).
+        let authorizer = if assembly.policy.screens_actions() {
+            Some(Arc::new(ScreenedAuthorizer::new(
+                Arc::clone(&assembly.policy),
+                authorizer,
+            )) as Arc<dyn Authorizer>)
+        } else {
+            authorizer
+        };
+        let authorizer = audited(&config, authorizer)?;
+        // Every check becomes an `authorize` span and counts (docs/observability.md).
+        let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
+        let local_handlers = local_handlers(
+            &credentials,
+            tokens.clone(),
+            authorizer.clone(),
+            config.delegation_tokens.accept_token_without_extension,
+        );
+        // Every view has replayed the log: what the store kept for the replay is not needed.
+        store.shared().replay_done();
+        let writer = StoreWriter::start(store.shared()).map_err(|source| NodeError::Thread {
+            what: "store writer".to_owned(),
+            source,
+        })?;
+        let cluster = match (&store, &config.cluster) {
+            (NodeStore::Kafka(shared), Some(cluster_config)) => {
+                let cluster = crate::cluster::Cluster::new(
+                    cluster_config,
+                    config.node.id,
+                    Arc::clone(shared),
+                    writer.appends().clone(),
+                    local_handlers.clone(),
+                    authorizer.clone(),
+                    Arc::clone(&assembly.principal_builder),
+                )
+                .map_err(|e| NodeError::Cluster(e.to_string()))?;
+                let cluster = Arc::new(cluster);
+                writer.attach_cluster(Arc::clone(&cluster));
+                Some(cluster)
+            }
+            _ => None,
+        };
+
+        // A credential removed or changed closes the sessions that used it, at once.
+        let sessions = ReauthScheduler::new();
+        let subscription = events.subscribe(4_096);
+        let revoker = sessions.clone();
+        std::thread::Builder::new()
+            .name("portcullis-revocation".into())
+            .spawn(move || {
+                while let Some(event) = subscription.recv() {
+                    let revoked = revoker.handle_event(&event);
+                    if revoked > 0 {
+                        tracing::info!(
+                            revoked,
+                            ?event,
+                            "credential changed; closing the sessions that used it"
+                        );
+                    }
+                }
+            })
+            .map_err(|source| NodeError::Thread {
+                what: "revocation".to_owned(),
+                source,
+            })?;
+
+        let mut subscribers = Vec::new();
+        for (name, subscriber, capacity) in &assembly.subscribers {
+            let counts = spawn_subscriber(
+                name,
+                Arc::clone(subscriber),
+                &events,
+                *capacity,
+                context.stats(),
+            )
+            .map_err(|source| NodeError::Thread {
+                what: format!("event subscriber {name}"),
+                source,
+            })?;
+            subscribers.push(counts);
+        }
+
+        crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
+        let metrics = Arc::new(SecurityMetrics::with_recorder(
+            crate::telemetry::metrics::OtelRecorder::shared(),
+        ));
+        // When the upstream decides, upstream-bound requests are allowed here (and the advertised
+        // versions are not restricted to what the authorization map reads).
+        let forwarded_authorizer = authorizer.filter(|_| !config.forwarding.upstream_authorizes());
+        let services = NodeServices::new(
+            assembly.mechanisms,
+            assembly.principal_builder,
+            assembly.policy,
+            events,
+        )
+        .with_sessions(sessions, metrics)
+        .with_local_handlers(local_handlers)
+        .with_authorizer(forwarded_authorizer);
+        Ok(Node {
+            config,
+            store,
+            cluster,
+            writer,
+            tokens,
+            credentials,
+            services: Arc::new(services),
+            upstream_login: assembly.upstream_login,
+            plugins: assembly.plugins,
+            context,
+            subscribers,
+            oauth,
+        })
+    }
+
+    /// Stops what the node runs in the background besides the listener: the OAUTHBEARER key
+    /// set's refresher and the OAuth runtime. (The store, writer and event threads stop as the
+    /// node is dropped.)
+    pub fn shutdown_background(&self) {
+        if let Some(oauth) = &self.oauth {
+            oauth.shutdown();
+        }
+    }
+
+    /// The plugin metrics and subscriber counts.
+    pub fn plugin_stats(&self) -> Arc<PluginStats> {
+        Arc::clone(self.context.stats())
+    }
+}

@@ -1,0 +1,78 @@
+//! The node's timed background tasks: the upstream credential refresh and the delegation-token
+//! sweep.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::now_ms;
+
+/// Refreshes the upstream login module's credential on Kafka's schedule (KIP-368 client side:
+/// window factor 0.8, jitter 0.05, minimum period 60 s, buffer 300 s, 10 s retry). Credentials
+/// that never expire (the built-in password login) schedule nothing. A refresh runs on the
+/// blocking pool (a module may read a file or call a token endpoint); upstream connections use
+/// the new credential from their next authentication or re-authentication on.
+pub fn spawn_credential_refresh(
+    login: Arc<dyn portcullis::login::LoginModule>,
+    events: portcullis::events::EventBus,
+) {
+    use portcullis::refresh::{RefreshConfig, RefreshScheduler};
+    let mut scheduler = RefreshScheduler::new(RefreshConfig::default(), events);
+    scheduler.add(login, now_ms(), rand::random());
+    if scheduler.poll_timeout().is_none() {
+        tracing::debug!("the upstream credential never expires; nothing to refresh");
+        return;
+    }
+    tokio::spawn(async move {
+        while let Some(due) = scheduler.poll_timeout() {
+            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            let ran = tokio::task::spawn_blocking(move || {
+                let refreshed = scheduler.on_timeout(now_ms(), rand::random);
+                (scheduler, refreshed)
+            })
+            .await;
+            match ran {
+                Ok((returned, refreshed)) => {
+                    scheduler = returned;
+                    if refreshed > 0 {
+                        tracing::info!(next_ms = ?scheduler.poll_timeout(), "upstream credential refreshed");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the credential refresh failed; no further refreshes");
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Runs the delegation-token sweep: once at start (tokens that expired while the node was down
+/// go at once), then whenever [`TokenManager::poll_timeout`](portcullis::tokens::TokenManager)
+/// says. Removals go through the store writer; a removal that loses a race with a renewal is
+/// dropped (the next sweep decides again).
+pub fn spawn_token_sweep(
+    manager: Arc<portcullis::tokens::TokenManager>,
+    writer: crate::store_writer::StoreWriter,
+) {
+    tokio::spawn(async move {
+        let mut batches = manager.expired(now_ms());
+        loop {
+            for batch in batches {
+                match writer.persist(batch).await {
+                    // NotLeader: in a cluster, the writer sweeps (every node sees the removal).
+                    Ok(_)
+                    | Err(portcullis::local::PersistError::Conflict)
+                    | Err(portcullis::local::PersistError::NotLeader) => {}
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "sweeping an expired delegation token failed")
+                    }
+                }
+            }
+            let due = manager.poll_timeout();
+            let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            batches = manager.on_timeout(now_ms());
+        }
+    });
+}
