@@ -16,6 +16,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod dynamic;
+mod error;
 mod services;
 mod tables;
 mod validate;
@@ -26,7 +27,8 @@ pub use dynamic::{
 };
 pub use portcullis_plugin_api::abi::*;
 pub use services::export_services;
-pub use validate::{validate_declaration, AbiError, AbiWarning, ValidatedExport, ValidatedLibrary};
+pub use error::{AbiError, AbiWarning};
+pub use validate::{validate_declaration, ValidatedExport, ValidatedLibrary};
 
 #[cfg(test)]
 mod tests;

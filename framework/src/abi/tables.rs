@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::validate::{read_table, required, AbiError};
+use super::error::AbiError;
 use super::{
     table_size, AclCallFn, AdmitsFn, AuthorizeByTypeFn, AuthorizeFn, AuthorizerTable,
     BuildPrincipalFn, ClientCompleteFn, ClientInitialFn, ClientStepFn, CreateFn, CredentialFn,
@@ -224,4 +224,46 @@ impl KindTable {
             }
         })
     }
+}
+
+/// Reads a table's size prefix and the table itself, checking it is at least as long as `T`.
+///
+/// # Safety
+///
+/// `table` is null or points to a table prefix of at least 4 bytes, and to `table_size` bytes laid
+/// out as a `T` (integers and `Option`s of function pointers: every bit pattern is valid).
+pub(crate) unsafe fn read_table<T: Copy>(
+    plugin: &str,
+    table: *const c_void,
+    needed: u32,
+) -> Result<T, AbiError> {
+    if table.is_null() {
+        return Err(AbiError::MissingTable {
+            plugin: plugin.to_owned(),
+        });
+    }
+    // SAFETY: non-null, and the caller guarantees the size prefix is readable.
+    let found = unsafe { table.cast::<u32>().read_unaligned() };
+    if found < needed {
+        return Err(AbiError::TableTooSmall {
+            plugin: plugin.to_owned(),
+            found,
+            needed,
+        });
+    }
+    // SAFETY: the table is at least as long as ours (caller's guarantee for `table_size` bytes),
+    // and every bit pattern of `T` is valid (caller).
+    Ok(unsafe { table.cast::<T>().read_unaligned() })
+}
+
+/// A required function, or [`AbiError::MissingFunction`].
+pub(crate) fn required<F>(
+    plugin: &str,
+    function: Option<F>,
+    name: &'static str,
+) -> Result<F, AbiError> {
+    function.ok_or_else(|| AbiError::MissingFunction {
+        plugin: plugin.to_owned(),
+        function: name,
+    })
 }

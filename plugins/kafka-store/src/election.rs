@@ -6,7 +6,7 @@
 //!
 //! A member that stops heartbeating (killed, paused, cut off from the cluster) loses the
 //! partition after `session.timeout.ms`; another member gets it, and its
-//! [`Shared::activate`](crate::store::Shared) fences the old writer through the transactional
+//! [`Shared::activate`](crate::shared::Shared) fences the old writer through the transactional
 //! producer. The old writer learns it lost the partition when it can talk to the coordinator
 //! again (librdkafka also gives the partition up by itself when its session times out) — and if
 //! it tries to write before that, the fence refuses the write.
@@ -19,7 +19,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 
-use crate::store::Shared;
+use crate::shared::Shared;
 
 /// Records whether this member holds the election partition after each rebalance.
 struct ElectionContext {
@@ -72,7 +72,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             let holds = consumer.context().assigned.load(Ordering::Acquire);
             let role = shared.role_view();
             match (holds, role) {
-                (true, crate::store::Role::Follower) => {
+                (true, crate::shared::Role::Follower) => {
                     if shared.stop.load(Ordering::Acquire)
                         || backoff_until.is_some_and(|t| Instant::now() < t)
                     {
@@ -88,7 +88,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                         }
                     }
                 }
-                (false, crate::store::Role::Writer { .. }) => {
+                (false, crate::shared::Role::Writer { .. }) => {
                     shared.step_down("the election group moved the writer elsewhere");
                 }
                 _ => {}

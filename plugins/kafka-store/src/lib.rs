@@ -21,17 +21,22 @@
 mod codec;
 mod connection;
 mod election;
+mod settings;
+mod shared;
 mod status;
 mod store;
 mod tail;
+mod tail_error;
 mod tools;
 mod topics;
 mod writer;
 
 pub use codec::{LeaderAnnouncement, HEADER_CLUSTER, HEADER_NODE, HEADER_TERM};
 pub use connection::{KafkaConnection, SaslSettings, TlsSettings, SUPPORTED_MECHANISMS};
+pub use settings::KafkaStoreSettings;
+pub use shared::{LeaderInfo, Role};
 pub use status::{read as read_cluster_status, ClusterStatus, NodeStatus, StatusError};
-pub use store::{KafkaMetadataStore, KafkaStoreSettings, LeaderInfo, Progress, Role};
+pub use store::{KafkaMetadataStore, Progress};
 pub use tools::write_offline;
 pub use topics::{replication_for, Topics};
 pub use writer::transactional_id;

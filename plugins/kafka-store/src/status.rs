@@ -14,7 +14,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 
 use crate::connection::{KafkaConnection, StoreContext};
-use crate::store::{Role, Shared};
+use crate::shared::{Role, Shared};
 use crate::topics::Topics;
 
 /// How often a node reports.

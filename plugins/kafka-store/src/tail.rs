@@ -18,9 +18,10 @@ use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 
 use portcullis::store::{StoredRecord, Subscriber};
 
-use crate::codec::{self, DecodeError, Decoded, HEADER_CLUSTER};
+use crate::codec::{self, Decoded, HEADER_CLUSTER};
 use crate::connection::StoreContext;
-use crate::store::{LeaderInfo, Shared, State};
+use crate::shared::{LeaderInfo, Shared, State};
+use crate::tail_error::TailError;
 
 /// Messages taken from the consumer before they are applied together.
 const MAX_BATCH: usize = 4_096;
@@ -67,40 +68,6 @@ pub(crate) fn run(shared: Arc<Shared>) {
             }
         }
     }
-}
-
-/// Why the metadata log cannot be followed, or why one of its messages is skipped.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum TailError {
-    /// librdkafka refused the consumer's configuration.
-    #[error("cannot create the metadata log's consumer: {0}")]
-    CreateConsumer(KafkaError),
-    /// The consumer could not be pointed at the log's beginning.
-    #[error("cannot assign the metadata log: {0}")]
-    Assign(KafkaError),
-    /// A message written by another cluster's nodes (or by something else than Portcullis).
-    #[error(
-        "offset {offset} of {topic} belongs to cluster `{found}`, not `{cluster}`: each cluster \
-         needs its own topic"
-    )]
-    ForeignCluster {
-        /// Where in the log.
-        offset: u64,
-        /// The metadata log.
-        topic: String,
-        /// The cluster id in the message's header (empty: none).
-        found: String,
-        /// This node's cluster id.
-        cluster: String,
-    },
-    /// A message of this cluster that is not one the store writes.
-    #[error("offset {offset}: {error}")]
-    Undecodable {
-        /// Where in the log.
-        offset: u64,
-        /// What is wrong with it.
-        error: DecodeError,
-    },
 }
 
 fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, TailError> {
@@ -251,6 +218,7 @@ fn fail(shared: &Shared, reason: TailError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::DecodeError;
 
     #[test]
     fn a_foreign_or_undecodable_message_says_where_and_why() {

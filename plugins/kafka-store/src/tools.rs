@@ -3,7 +3,7 @@
 use portcullis::store::{MetadataRecord, Offset, StoreError};
 
 use crate::codec;
-use crate::store::KafkaStoreSettings;
+use crate::settings::KafkaStoreSettings;
 use crate::topics::{self, Topics};
 use crate::writer::{TxnWriter, WriteError};
 

@@ -18,15 +18,12 @@
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::io;
 
 use portcullis::store::{Offset, RecordKey, StoreError, StoredRecord};
 
-use crate::file_store::{sync_dir, write_all_at, FileMetadataStore, COMPACTING_FILE_NAME};
-use crate::format::{self, Header, HEADER_LEN};
-
-/// Records per frame in a compacted log (well below the batch size limit).
-const RECORDS_PER_FRAME: usize = 512;
+use crate::file_store::FileMetadataStore;
+use crate::files::{sync_dir, write_all_at, COMPACTING_FILE_NAME};
+use crate::format::{self, encode_runs, Header, HEADER_LEN};
 
 /// A point in a compaction, for tests that crash the process there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,27 +192,4 @@ impl FileMetadataStore {
 
 fn is_live(live: &HashMap<RecordKey, Offset>, record: &StoredRecord) -> bool {
     !record.record.is_tombstone() && live.get(&record.record.key()) == Some(&record.offset)
-}
-
-/// Appends `records` as frames of consecutive offsets to `out`.
-pub(crate) fn encode_runs(records: &[StoredRecord], out: &mut Vec<u8>) -> io::Result<()> {
-    let mut run: Vec<portcullis::store::MetadataRecord> = Vec::new();
-    let mut run_start: Offset = 0;
-    let flush = |run: &mut Vec<_>, start: Offset, out: &mut Vec<u8>| -> io::Result<()> {
-        if !run.is_empty() {
-            format::encode_frame(start, run, out)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            run.clear();
-        }
-        Ok(())
-    };
-    for r in records {
-        let contiguous = run_start + run.len() as Offset == r.offset;
-        if !contiguous || run.len() >= RECORDS_PER_FRAME {
-            flush(&mut run, run_start, out)?;
-            run_start = r.offset;
-        }
-        run.push(r.record.clone());
-    }
-    flush(&mut run, run_start, out)
 }

@@ -273,6 +273,32 @@ pub(crate) fn damage(offset: usize, reason: impl Into<String>) -> Damage {
     }
 }
 
+/// Records per frame in a compacted log (well below the batch size limit).
+const RECORDS_PER_FRAME: usize = 512;
+
+/// Appends `records` as frames of consecutive offsets to `out`.
+pub(crate) fn encode_runs(records: &[StoredRecord], out: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut run: Vec<MetadataRecord> = Vec::new();
+    let mut run_start: Offset = 0;
+    let flush = |run: &mut Vec<_>, start: Offset, out: &mut Vec<u8>| -> std::io::Result<()> {
+        if !run.is_empty() {
+            encode_frame(start, run, out)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            run.clear();
+        }
+        Ok(())
+    };
+    for r in records {
+        let contiguous = run_start + run.len() as Offset == r.offset;
+        if !contiguous || run.len() >= RECORDS_PER_FRAME {
+            flush(&mut run, run_start, out)?;
+            run_start = r.offset;
+        }
+        run.push(r.record.clone());
+    }
+    flush(&mut run, run_start, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

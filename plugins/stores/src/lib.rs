@@ -53,18 +53,41 @@ mod compaction;
     reason = "the file store's job is file I/O"
 )]
 mod file_store;
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the file store's job is file I/O"
+)]
+mod files;
 mod format;
 mod legacy;
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the file store's job is file I/O"
+)]
+mod loss;
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the file store's job is file I/O"
+)]
+mod open;
 mod recovery;
 mod replay;
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the file store's job is file I/O"
+)]
+mod state;
 
 pub use commit::COMMIT_FILE_NAME;
 pub use compaction::{CompactionReport, CompactionStep};
-pub use file_store::{
-    FileMetadataStore, LossReport, ReadOnlyLog, StoreOptions, StoreStats, COMPACTING_FILE_NAME,
-    DROPPED_FILE_PREFIX, LOCK_FILE_NAME, LOG_FILE_NAME,
-};
+pub use file_store::{FileMetadataStore, ReadOnlyLog, StoreOptions, StoreStats};
+pub use files::{COMPACTING_FILE_NAME, DROPPED_FILE_PREFIX, LOCK_FILE_NAME, LOG_FILE_NAME};
 pub use format::MAX_BATCH_BYTES;
+pub use loss::LossReport;
 pub use replay::{apply_record, apply_records, credentials_from, load_credentials};
 
 /// Opens the file store in the node's data directory (registered as the built-in store `file`).
