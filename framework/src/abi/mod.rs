@@ -25,9 +25,9 @@ pub use dynamic::{
     CreateError, DynamicAuthorizer, DynamicLogin, DynamicMechanism, DynamicPolicy,
     DynamicPrincipalBuilder, DynamicSubscriber,
 };
+pub use error::{AbiError, AbiWarning};
 pub use portcullis_plugin_api::abi::*;
 pub use services::export_services;
-pub use error::{AbiError, AbiWarning};
 pub use validate::{validate_declaration, ValidatedExport, ValidatedLibrary};
 
 #[cfg(test)]
