@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +15,7 @@ use portcullis::store::{
 
 use crate::commit::{self, Commit, COMMIT_FILE_NAME};
 use crate::files::{
-    io_error, read_exact_at, read_if_exists, write_all_at, LOCK_FILE_NAME, LOG_FILE_NAME,
+    io_error, lock_dir, read_exact_at, read_if_exists, write_all_at, LOG_FILE_NAME,
 };
 use crate::format::{self, HEADER_LEN};
 use crate::open::open_for_writing;
@@ -138,21 +138,7 @@ impl FileMetadataStore {
         fs::create_dir_all(&dir).map_err(io_error(&dir))?;
         // Lock before reading: recovery truncates the log, which must never happen under a
         // process that is still appending to it.
-        let lock_path = dir.join(LOCK_FILE_NAME);
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io_error(&lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked(dir.display().to_string()))
-            }
-            Err(TryLockError::Error(e)) => return Err(io_error(&lock_path)(e)),
-        }
+        let lock = lock_dir(&dir)?;
         let log_path = dir.join(LOG_FILE_NAME);
         let inner = open_for_writing(&dir, &log_path)?;
         Ok(Self {

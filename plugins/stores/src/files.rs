@@ -2,7 +2,7 @@
 //! reads and writes, directory sync, reading a file that may be absent, saving bytes cut off the
 //! log aside, and naming the path in an I/O error.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -92,5 +92,27 @@ pub(crate) fn io_error(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+/// Takes the data directory's lock file (created if missing), without waiting: one writer per
+/// directory, and recovery never truncates a log under a process that still appends to it. The
+/// lock lasts as long as the returned file.
+///
+/// # Errors
+/// [`StoreError::Locked`] when another process holds it; I/O errors.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let lock_path = dir.join(LOCK_FILE_NAME);
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(io_error(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked(dir.display().to_string())),
+        Err(TryLockError::Error(e)) => Err(io_error(&lock_path)(e)),
     }
 }

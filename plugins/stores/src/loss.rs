@@ -1,16 +1,14 @@
 //! The operator's way out of a damaged or shortened log:
 //! [`FileMetadataStore::recover_accepting_loss`] and its [`LossReport`].
 
-use std::fs::{OpenOptions, TryLockError};
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use portcullis::store::StoreError;
 
 use crate::commit::{self, Commit, COMMIT_FILE_NAME};
 use crate::file_store::FileMetadataStore;
-use crate::files::{
-    io_error, read_if_exists, save_dropped, sync_dir, LOCK_FILE_NAME, LOG_FILE_NAME,
-};
+use crate::files::{io_error, lock_dir, read_if_exists, save_dropped, sync_dir, LOG_FILE_NAME};
 use crate::format::{self, HEADER_LEN};
 
 /// What [`FileMetadataStore::recover_accepting_loss`] did.
@@ -40,21 +38,7 @@ impl FileMetadataStore {
     /// header itself is unreadable (restore from a backup); I/O errors.
     pub fn recover_accepting_loss(data_dir: impl AsRef<Path>) -> Result<LossReport, StoreError> {
         let dir = data_dir.as_ref();
-        let lock_path = dir.join(LOCK_FILE_NAME);
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io_error(&lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked(dir.display().to_string()))
-            }
-            Err(TryLockError::Error(e)) => return Err(io_error(&lock_path)(e)),
-        }
+        let lock = lock_dir(dir)?;
         let log_path = dir.join(LOG_FILE_NAME);
         let commit_path = dir.join(COMMIT_FILE_NAME);
         let image = read_if_exists(&log_path)?;
