@@ -306,6 +306,14 @@ async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_logi
         opentelemetry::trace::SpanKind::Client
     );
     assert!(!attr_str(upstream[0], "server.address").is_empty());
+    // One request, one subtree: the request span ends when its response was matched, not when
+    // it was forwarded (tracing-opentelemetry ends a span at its last exit).
+    assert!(
+        produce.end_time >= upstream[0].end_time,
+        "the produce span ended before its upstream call: {:?} < {:?}",
+        produce.end_time,
+        upstream[0].end_time
+    );
     let trace = produce.span_context.trace_id();
     assert!([connection, authorize[0], upstream[0]]
         .iter()

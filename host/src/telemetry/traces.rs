@@ -174,9 +174,14 @@ pub fn record_decision(
 /// Ended (span closed, latency recorded) by [`UpstreamCall::finish`] or when dropped.
 #[derive(Debug, Clone)]
 pub struct UpstreamCall {
-    /// Held, not read: the span ends when the last clone of the call is dropped (the queue
-    /// drops it once the response is matched).
-    _span: tracing::Span,
+    /// The `upstream` span; closed when the last clone of the call is dropped (the queue drops
+    /// it once the response is matched).
+    span: tracing::Span,
+    /// The request span it belongs to. tracing-opentelemetry ends a span at its *last exit*,
+    /// not when it closes, and the request span was last exited when the request was forwarded:
+    /// [`UpstreamCall::finish`] enters and leaves it once more, so the request span ends when its
+    /// response is matched and one request reads as one subtree.
+    request: tracing::Span,
     started: Option<Instant>,
     api_key: i16,
 }
@@ -194,7 +199,8 @@ impl UpstreamCall {
             server.address = server.unwrap_or(""),
         );
         Self {
-            _span: span,
+            span,
+            request: parent.clone(),
             started: super::metrics_enabled().then(Instant::now),
             api_key,
         }
@@ -203,14 +209,17 @@ impl UpstreamCall {
     /// A call that is neither traced nor timed.
     pub fn none() -> Self {
         Self {
-            _span: tracing::Span::none(),
+            span: tracing::Span::none(),
+            request: tracing::Span::none(),
             started: None,
             api_key: -1,
         }
     }
 
-    /// The upstream answered: record the latency (the span ends with the last clone).
+    /// The upstream answered: both spans end now (see `request`), and the latency is recorded.
     pub fn finish(&self) {
+        self.span.in_scope(|| {});
+        self.request.in_scope(|| {});
         if let Some(started) = self.started {
             instruments().upstream_duration.record(
                 started.elapsed().as_secs_f64(),
