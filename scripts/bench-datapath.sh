@@ -65,6 +65,8 @@ source scripts/lib/kafka-deps.sh
 source scripts/lib/kafka.sh
 # shellcheck source=lib/bench.sh
 source scripts/lib/bench.sh
+# shellcheck source=lib/jaeger_config.sh
+source scripts/lib/jaeger_config.sh
 
 records=300000
 record_size=1024
@@ -257,43 +259,7 @@ if ((telemetry)); then
   jaeger_bin=$(scripts/lib/jaeger.sh)
   mapfile -t jports < <(free_ports 4)
   mkdir -p "$RUN_DIR/jaeger"
-  cat >"$RUN_DIR/jaeger/jaeger.yaml" <<YAML
-service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  jaeger_query:
-    storage:
-      traces: mem
-    http:
-      endpoint: 127.0.0.1:${jports[0]}
-    grpc:
-      endpoint: 127.0.0.1:${jports[1]}
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: 10000
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${jports[2]}
-processors:
-  batch:
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-YAML
+  jaeger_config "${jports[0]}" "${jports[1]}" "${jports[2]}" 10000 >"$RUN_DIR/jaeger/jaeger.yaml"
   OTEL_TRACES_EXPORTER=none "$jaeger_bin" --config "$RUN_DIR/jaeger/jaeger.yaml" \
     >"$RUN_DIR/jaeger/jaeger.log" 2>&1 &
   JAEGER_PID=$!

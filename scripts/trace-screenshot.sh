@@ -26,6 +26,8 @@ source scripts/lib/kafka-deps.sh
 source scripts/lib/venv.sh
 # shellcheck source=lib/kafka.sh
 source scripts/lib/kafka.sh
+# shellcheck source=lib/jaeger_config.sh
+source scripts/lib/jaeger_config.sh
 
 OUT_DIR=${1:-docs/images}
 SERVICE=portcullis
@@ -80,49 +82,9 @@ BIN="$(cargo_target_dir)/debug/portcullis"
 [[ -x "$BIN" ]] || die "no portcullis binary at $BIN"
 
 # ---- Jaeger: OTLP/HTTP receiver, in-memory store, HTTP query API ----
-mapfile -t ports < <(free_ports 4)
-JAEGER_QUERY_PORT=${ports[0]} JAEGER_QUERY_GRPC_PORT=${ports[1]}
-OTLP_GRPC_PORT=${ports[2]} OTLP_HTTP_PORT=${ports[3]}
-cat >"$RUN_DIR/jaeger.yaml" <<EOT
-service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  jaeger_query:
-    storage:
-      traces: mem
-    http:
-      endpoint: 127.0.0.1:$JAEGER_QUERY_PORT
-    grpc:
-      endpoint: 127.0.0.1:$JAEGER_QUERY_GRPC_PORT
-  jaeger_storage:
-    backends:
-      mem:
-        memory:
-          max_traces: 1000
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:$OTLP_GRPC_PORT
-      http:
-        endpoint: 127.0.0.1:$OTLP_HTTP_PORT
-processors:
-  batch:
-    timeout: 200ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: mem
-EOT
+mapfile -t ports < <(free_ports 3)
+JAEGER_QUERY_PORT=${ports[0]} JAEGER_QUERY_GRPC_PORT=${ports[1]} OTLP_HTTP_PORT=${ports[2]}
+jaeger_config "$JAEGER_QUERY_PORT" "$JAEGER_QUERY_GRPC_PORT" "$OTLP_HTTP_PORT" 1000 >"$RUN_DIR/jaeger.yaml"
 log "starting Jaeger (query 127.0.0.1:$JAEGER_QUERY_PORT, OTLP/HTTP 127.0.0.1:$OTLP_HTTP_PORT)"
 # Jaeger's own traces would go to a default OTLP endpoint that is not there.
 OTEL_TRACES_EXPORTER=none "$JAEGER_BIN" --config "$RUN_DIR/jaeger.yaml" >"$RUN_DIR/jaeger.log" 2>&1 &
