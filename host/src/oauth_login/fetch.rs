@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use portcullis::secret::Secret;
 
-use super::token::{parse_token_response, AccessToken, TokenResponseError};
+use super::token::{error_code, parse_token_response, AccessToken, TokenResponseError};
 
 /// What an HTTP POST of a form returned.
 #[derive(Debug, Clone)]
@@ -82,14 +82,6 @@ pub enum FetchError {
 
 fn describe(code: &Option<String>) -> String {
     code.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
-}
-
-/// The RFC 6749 `error` code in an error body, if it is a short, printable one (the body is the
-/// server's text: only the code is logged).
-fn error_code(body: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let code = value.get("error")?.as_str()?;
-    (code.len() <= 64 && code.bytes().all(|b| b.is_ascii_graphic())).then(|| code.to_owned())
 }
 
 /// One token request: where, with which form and client authentication.

@@ -20,6 +20,7 @@ use portcullis::secret::Secret;
 use portcullis::{Host, PluginError};
 use portcullis_plugin_scram::{SaltedPasswordCache, ScramClient};
 
+pub mod oauth_token;
 pub mod oauthbearer;
 mod plain;
 mod scram;
