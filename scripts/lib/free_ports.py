@@ -6,11 +6,17 @@ check and the server's own bind, any outgoing connection of any process (a Kafka
 itself) may take it as its local port, and a later bind(0) may report the same port again. Below
 the range, only an explicit bind takes a port. Within one process no port is handed out twice.
 
+Processes that run side by side (the suite's parallel pytest workers, each with its own Kafkas and
+Portcullis nodes) take disjoint parts of that pool: FREE_PORT_SLICE="k/n" (inherited by every child,
+e.g. a test's own Kafka started through scripts/lib/kafka.sh) limits this process to the k-th of n
+equal parts, so a port one worker picked but has not bound yet is never another's pick.
+
 Usage as a script: `python3 free_ports.py N` prints N distinct ports, one per line.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import sys
@@ -29,7 +35,22 @@ def _pool() -> range | None:
     except (OSError, ValueError, IndexError):
         return None
     start = max(1024, low - POOL_SIZE)
-    return range(start, low) if low - start >= 1000 else None
+    if low - start < 1000:
+        return None
+    index, parts = slice_of(os.environ.get("FREE_PORT_SLICE", ""))
+    size = (low - start) // parts
+    return range(start + index * size, start + (index + 1) * size)
+
+
+def slice_of(spec: str) -> tuple[int, int]:
+    """(k, n) of a FREE_PORT_SLICE "k/n"; (0, 1), the whole pool, when unset."""
+    if not spec:
+        return 0, 1
+    k, _, n = spec.partition("/")
+    index, parts = int(k), int(n)
+    if not 0 <= index < parts:
+        raise ValueError(f"FREE_PORT_SLICE={spec!r}: want k/n with 0 <= k < n")
+    return index, parts
 
 
 def _bind(port: int) -> socket.socket | None:

@@ -6,17 +6,20 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # Pinned: the interop tests assert client behaviour (SASL versions, error paths) of these exact releases.
-PY_REQUIREMENTS=(confluent-kafka==2.16.1 kafka-python==2.3.3 pytest)
+# pytest-xdist runs the suite's files on parallel workers (scripts/test.sh; tests/interop/conftest.py).
+# pytest stays on 8.4: xdist 3.8's loadgroup marks a test's group in `item._nodeid`, which pytest 9
+# no longer reads, so under pytest 9.2 every test was scheduled alone and the groups meant nothing
+# (conftest.py refuses such a run rather than letting it flake).
+PY_REQUIREMENTS=(confluent-kafka==2.16.1 kafka-python==2.3.3 pytest==8.4.2 pytest-xdist==3.8.0)
 
 venv_is_ready() {
   [[ -x "$PORTCULLIS_VENV/bin/python" ]] || return 1
   "$PORTCULLIS_VENV/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
-want = {"confluent-kafka": "2.16.1", "kafka-python": "2.3.3"}
+want = {"confluent-kafka": "2.16.1", "kafka-python": "2.3.3", "pytest": "8.4.2", "pytest-xdist": "3.8.0"}
 for name, version in want.items():
     if m.version(name) != version:
         sys.exit(1)
-m.version("pytest")
 PY
 }
 

@@ -49,12 +49,13 @@ trap cleanup EXIT
 hash=$( (cat "$HERE"/java/*.java; ls "$KAFKA_LIB" | grep '^kafka-clients-') | sha256sum | cut -c1-16)
 classes="$PORTCULLIS_CACHE/differential-java/$hash"
 if [[ ! -f "$classes/.complete" ]]; then
-  rm -rf "$classes.tmp.$$"
+  rm -rf "$classes" "$classes.tmp.$$" # a directory without the mark is a killed run's leftover
   mkdir -p "$classes.tmp.$$"
   javac -nowarn -cp "$KAFKA_LIB/*" -d "$classes.tmp.$$" "$HERE"/java/*.java
   touch "$classes.tmp.$$/.complete"
-  rm -rf "$classes"
-  mv "$classes.tmp.$$" "$classes"
+  # One rename makes the complete directory appear. A parallel test worker that compiled the same
+  # sources first wins (rename onto its non-empty directory fails) and its classes are kept.
+  mv -T "$classes.tmp.$$" "$classes" 2>/dev/null || rm -rf "$classes.tmp.$$"
 fi
 
 if ((classes_only)); then

@@ -15,6 +15,13 @@ Environment (exported by scripts/test.sh):
   INTEROP_TARGET         "portcullis" (default) or "kafka": run the client tests straight against
                          Kafka's SASL listener, to check the suite itself; tests marked
                          `portcullis_only` are then deselected (not skipped).
+  FREE_PORT_SLICE        "k/n": this run's part of the free-port pool (scripts/lib/free_ports.py)
+
+Parallel runs (pytest-xdist, `-n N --dist loadgroup`, as scripts/test.sh runs the suite): each worker
+has its own session fixtures (its own gateways), its own run directory (`<run dir>/interop/gwN`) and
+its own part of the free-port pool. Tests are handed out a file at a time, so a module's fixtures
+start once; the files that change state every test shares (the shared Kafka's ACLs and delegation
+tokens) form one group that runs on one worker, one file after another (`SHARED_STATE_GROUPS`).
 """
 
 from __future__ import annotations
@@ -47,6 +54,46 @@ PORTCULLIS_USERS = {
 }
 ENABLED_MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 KAFKA_NODE_ID = 1  # scripts/lib/kafka.sh runs a single node with node.id=1
+
+
+# --------------------------------------------------------------------------------------------------
+# Parallel workers
+
+# Files that change state of the shared Kafka which other files' tests read, by group. A group runs
+# its files on one worker, one after another, as the serial suite did; every other file runs beside
+# them. (The differential authorization table, whose `User:*` ACLs would reach everyone, runs on a
+# Kafka of its own: test_differential.py.)
+SHARED_STATE_GROUPS = {
+    # ACLs on the users alice, bob, carol and dave and on their User resources, and their delegation
+    # tokens: each file adds, lists and removes them, and lists must show its own changes only.
+    "kafka-user-acls": {"test_acl_tools.py", "test_token_differential.py", "test_delegation_tokens.py"},
+    # The `delegated` policy's users (dlg-*, the OAuth clients' subjects), who act on Kafka as
+    # themselves: each file grants them ACLs and counts the upstream tokens Kafka holds per owner.
+    "kafka-delegated-users": {"test_delegated.py", "test_oauth_delegated.py"},
+}
+
+
+def xdist_group_of(filename: str) -> str:
+    """The group a test file's tests run in: its shared-state group, or the file itself."""
+    for group, files in SHARED_STATE_GROUPS.items():
+        if filename in files:
+            return group
+    return filename
+
+
+def _split_port_slice_among_workers() -> None:
+    """Gives this xdist worker its own part of the run's free-port slice (set before any port is
+    picked: at import, which comes before every fixture)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ...
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count:
+        return
+    k, n = _free_ports.slice_of(os.environ.get("FREE_PORT_SLICE", ""))
+    workers = int(count)
+    os.environ["FREE_PORT_SLICE"] = f"{k * workers + int(worker.removeprefix('gw'))}/{n * workers}"
+
+
+_split_port_slice_among_workers()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,7 +154,11 @@ def host_port(addr: str) -> tuple[str, int]:
 
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into node ids
 def pytest_collection_modifyitems(config, items):
+    # Every test gets its file's group (pytest-xdist's loadgroup hands out a group at a time).
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.path.name)))
     if target() != "kafka":
         return
     keep, drop = [], []
@@ -116,6 +167,16 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def pytest_collection_finish(session):
+    """A parallel run whose scheduler does not see the groups would run a group's files side by side,
+    or one file's tests on several workers: refuse it, rather than let the tests flake."""
+    # `loadgroup` exists only while pytest-xdist is loaded (a run with -p no:xdist has no option).
+    if getattr(session.config.option, "loadgroup", False) and any("@" not in item.nodeid for item in session.items):
+        raise pytest.UsageError(
+            "pytest-xdist's --dist loadgroup does not see the tests' groups (their node ids carry no "
+            "@group): use the pytest and pytest-xdist versions pinned in scripts/lib/venv.sh")
 
 
 LOG_OFFSETS = pytest.StashKey[dict]()
@@ -437,7 +498,8 @@ def kafka_env() -> dict[str, str]:
 def run_dir(tmp_path_factory) -> Path:
     d = os.environ.get("INTEROP_RUN_DIR")
     if d:
-        p = Path(d) / "interop"
+        # A directory per parallel worker: each starts its own gateways under the same names.
+        p = Path(d) / "interop" / os.environ.get("PYTEST_XDIST_WORKER", "main")
         p.mkdir(parents=True, exist_ok=True)
         return p
     return tmp_path_factory.mktemp("interop")
@@ -558,6 +620,8 @@ class JavaTool:
         h.update(str(sorted(p.name for p in kafka_lib.glob("kafka-clients-*.jar"))).encode())
         self.classes = cache / "interop-java" / h.hexdigest()[:16]
         if not (self.classes / ".complete").exists():
+            # Only a run killed by an older version of this code leaves a directory without the mark.
+            shutil.rmtree(self.classes, ignore_errors=True)
             tmp = self.classes.with_name(self.classes.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -566,8 +630,14 @@ class JavaTool:
                 check=True, capture_output=True, text=True, timeout=300,
             )
             (tmp / ".complete").touch()
-            shutil.rmtree(self.classes, ignore_errors=True)
-            tmp.rename(self.classes)
+            # The complete directory appears in one rename. A parallel worker that compiled the same
+            # sources first wins, and its classes (maybe in use already) are kept, never replaced.
+            try:
+                tmp.rename(self.classes)
+            except OSError:
+                if not (self.classes / ".complete").exists():
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def run(self, main: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
         return subprocess.run(

@@ -1,9 +1,12 @@
 """The differential authorization table (tests/differential): the same scenarios, with the same Java
 client code, against Kafka's StandardAuthorizer and through Portcullis' authorizer.
 
-One run of tests/differential/run.sh per session executes the table against Kafka's SASL listener and
-(unless INTEROP_TARGET=kafka) through a Portcullis started here with `[authorizer] plugin = "acl"`,
-whose ACLs are applied through Portcullis' own CreateAcls/DeleteAcls. Then:
+One run of tests/differential/run.sh per session executes the table against the SASL listener of a
+Kafka of its own (run.sh starts and stops it) and (unless INTEROP_TARGET=kafka) through a Portcullis
+started here with `[authorizer] plugin = "acl"`, whose ACLs are applied through Portcullis' own
+CreateAcls/DeleteAcls. The table's ACLs include `User:*` ones (a DENY of ALL on every topic among
+them): on the suite's shared Kafka they would reach every test acting there as a non-super user at
+the same time (the parallel workers of scripts/test.sh). Then:
   - Kafka's live outcomes must equal the ones recorded from Kafka in tests/differential/expected.yaml;
   - Portcullis' outcome must equal Kafka's for every scenario.
 """
@@ -96,7 +99,8 @@ def differential(kafka_env, run_dir) -> DifferentialRun:
             args += ["--portcullis", f"{portcullis.bootstrap}@{users}"]
         except Exception as e:  # reported by the Portcullis test; the Kafka half still runs
             portcullis_error = str(e)
-    env = dict(os.environ)
+    # Without the shared Kafka's address run.sh starts a Kafka of its own for the table (see above).
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_SASL_BOOTSTRAP"}
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     finally:

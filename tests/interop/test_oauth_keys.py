@@ -3,7 +3,9 @@ provider going down (Portcullis only: Kafka's own validator has no per-interval 
 
 Each test has a Portcullis of its own with a JWKS URL of its own (`…/jwks?node=<name>`), so the
 provider's admin API (`GET /jwks-requests`, counted per URL) counts exactly that node's fetches:
-the counts come from the provider, not from Portcullis.
+the counts come from the provider, not from Portcullis. The provider is this module's own
+(own_oidc.py): its rotations and outages must not reach the tests that run beside it on the run's
+shared provider, nor Kafka's OAUTH listener, which holds the shared provider's keys.
 
 - Rotation: the provider gets a new signing key (`POST /rotate`); the first login with a token of
   the new key misses (unknown kid: refused with the invalid_token challenge, and one refresh is
@@ -28,19 +30,20 @@ import pytest
 
 from clients import confluent_consume, confluent_create_topic, confluent_produce
 from oauth_support import (INVALID_TOKEN, Oidc, OAuthNode, confluent_oauth_conf, decode_jwt, default_oauthbearer,
-                           jwks_fetch_metric, login, oidc, start_oauth_portcullis, url_path, wait_until)
-
-__all__ = ["oidc"]
+                           jwks_fetch_metric, login, start_oauth_portcullis, url_path, wait_until)
+from own_oidc import OwnOidc
 
 pytestmark = pytest.mark.portcullis_only
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _start_keys_afterwards(oidc):
-    """The rotations here must not leak into later tests: Kafka's OAUTH listener holds the start
-    keys, and a token of a rotated key would miss there once (unknown kid) before it refreshes."""
-    yield
-    oidc.reset()
+@pytest.fixture(scope="module")
+def oidc(run_dir):
+    """A provider of this module's own, whose keys the tests rotate and whose key set they take down."""
+    own = OwnOidc(run_dir / "oidc-keys")
+    try:
+        yield own.start()
+    finally:
+        own.stop()
 
 
 def node_with(launcher, oidc: Oidc, name: str, **table) -> OAuthNode:
