@@ -2,11 +2,14 @@
 # Portcullis' full test run: first checks formatting, clippy and rustdoc (fast, nothing installed;
 # a failure stops the run there), then installs what the tests need (Kafka jars, Python venv,
 # kcat), builds the workspace, runs `cargo test --workspace`, starts ONE Apache Kafka for the whole
-# interop run and runs the pytest interop suite (tests/interop) through Portcullis against it.
+# run and runs against it, side by side: the host's tests that need Kafka, the pytest interop suite
+# (tests/interop, its files spread over parallel workers) and its kafka-store variant.
 # Prints a summary at the end and exits non-zero if any step failed.
 #
-# Usage: scripts/test.sh [--interop-only] [--no-quickstart] [--target portcullis|kafka] [--keep]
-#                        [--no-lint] [-- PYTEST_ARGS...]
+# Usage: scripts/test.sh [--full] [--workers N] [--interop-only] [--no-quickstart]
+#                        [--target portcullis|kafka] [--keep] [--no-lint] [-- PYTEST_ARGS...]
+#   --full           also the long tests (marked `long`: chaos, soak, 60-s client runs); CI runs it
+#   --workers N      parallel pytest workers for the interop suite (default 3; 0: one process)
 #   --interop-only   skip `cargo test` (still builds the portcullis binary)
 #   --no-quickstart  skip the final `scripts/quickstart.sh --exit` smoke run
 #   --target kafka   run the client tests straight against Kafka's SASL listener (checks the suite
@@ -30,6 +33,8 @@ source scripts/lib/kafka.sh
 source scripts/lib/oidc.sh
 
 interop_only=0
+full=0
+workers=${INTEROP_WORKERS:-3}
 quickstart=1
 target=portcullis
 keep=0
@@ -38,6 +43,8 @@ pytest_args=()
 while (($#)); do
   case "$1" in
     --interop-only) interop_only=1 ;;
+    --full) full=1 ;;
+    --workers) workers=${2:?--workers needs a number}; shift ;;
     --no-quickstart) quickstart=0 ;;
     --target) target=${2:?--target needs portcullis or kafka}; shift ;;
     --keep) keep=1 ;;
@@ -49,6 +56,7 @@ while (($#)); do
   shift
 done
 [[ $target == portcullis || $target == kafka ]] || die "--target must be portcullis or kafka"
+[[ $workers =~ ^[0-9]+$ ]] || die "--workers must be a number"
 
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-test.XXXXXX")
 export INTEROP_RUN_DIR=$RUN_DIR
@@ -70,9 +78,58 @@ step() {
   return "$rc"
 }
 
+# Steps that run side by side with the rest: each in a process group of its own (so an interrupted
+# run can end it whole), its output in a file of the run directory, shown when it is collected.
+bg_pids=()
+bg_names=()
+bg_logs=()
+
+# bg_step NAME CMD...: starts a step in the background; collect_bg_steps waits for it.
+bg_step() {
+  local name=$1 logf
+  shift
+  logf="$RUN_DIR/step-$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-').log"
+  log "=== $name (side by side; output in $logf)"
+  set -m # a process group of its own
+  (
+    start=$SECONDS rc=0
+    "$@" || rc=$?
+    printf '%s %s\n' "$rc" "$((SECONDS - start))" >"$logf.rc"
+    exit "$rc"
+  ) >"$logf" 2>&1 &
+  set +m
+  bg_pids+=("$!")
+  bg_names+=("$name")
+  bg_logs+=("$logf")
+}
+
+# collect_bg_steps: waits for every background step, prints its output and records its outcome.
+collect_bg_steps() {
+  local i rc secs
+  for i in "${!bg_pids[@]}"; do
+    wait "${bg_pids[i]}" || true
+    log "=== $(basename "${bg_logs[i]}") (${bg_names[i]}, ran side by side):"
+    cat "${bg_logs[i]}" >&2 || true
+    read -r rc secs <"${bg_logs[i]}.rc" 2>/dev/null || { rc=1 secs=0; }
+    if ((rc == 0)); then
+      summary+=("PASS  $(printf '%-28s' "${bg_names[i]}") ${secs}s (side by side)")
+    else
+      summary+=("FAIL  $(printf '%-28s' "${bg_names[i]}") ${secs}s (exit $rc, side by side)")
+      failed=1
+    fi
+  done
+  bg_pids=()
+  bg_names=()
+  bg_logs=()
+}
+
 finish() {
   local rc=$?
   ((rc == 0)) || failed=1
+  local pid
+  for pid in "${bg_pids[@]}"; do # an interrupted run: end the steps still running, whole
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
   kafka_stop
   oidc_stop
   if ((failed)); then
@@ -82,7 +139,7 @@ finish() {
       tail -n 40 "$OIDC_LOG" >&2 || true
     fi
     local f
-    for f in "$RUN_DIR"/interop/portcullis-*/portcullis.log "$RUN_DIR"/kafka-store/interop/portcullis-*/portcullis.log; do
+    for f in "$RUN_DIR"/interop/*/portcullis-*/portcullis.log "$RUN_DIR"/kafka-store/interop/*/portcullis-*/portcullis.log; do
       [[ -f $f ]] || continue
       log "---- last 60 lines of $f ----"
       tail -n 60 "$f" >&2 || true
@@ -166,10 +223,24 @@ export PORTCULLIS_BIN="$TARGET_DIR/debug/portcullis"
 # Where the interop tests find other build outputs (e.g. the example plugin's .so).
 export INTEROP_CARGO_TARGET_DIR=$TARGET_DIR
 
+# What selects and spreads the interop tests: without --full the long tests are left out (a
+# by-hand selection after -- decides for itself); with workers, pytest-xdist hands out a test file
+# (or a group of files that share state, tests/interop/conftest.py) at a time.
+interop_selection=()
+if ((!full)) && ((${#pytest_args[@]} == 0)); then
+  interop_selection+=(-m "not long")
+fi
+if ((workers > 0)); then
+  interop_selection+=(-n "$workers" --dist loadgroup)
+fi
+
 run_pytest() {
   local out=$RUN_DIR/pytest-output.txt rc=0
-  INTEROP_TARGET=$target "$PORTCULLIS_VENV/bin/python" -m pytest tests/interop -q --durations=10 \
-    --junitxml="$RUN_DIR/interop-junit.xml" "${pytest_args[@]}" 2>&1 | tee "$out" || rc=$?
+  # A third of the free-port pool each for this, the kafka-store variant and the quickstart, which
+  # run side by side (scripts/lib/free_ports.py).
+  FREE_PORT_SLICE=0/3 INTEROP_TARGET=$target "$PORTCULLIS_VENV/bin/python" -m pytest tests/interop -q \
+    --durations=10 --junitxml="$RUN_DIR/interop-junit.xml" "${interop_selection[@]}" "${pytest_args[@]}" \
+    2>&1 | tee "$out" || rc=$?
   # pytest's final line ("N passed, M failed in Xs") for the summary.
   grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$out" | tail -n 1 | tr -d '=' |
     sed 's/^ *//' >"$RUN_DIR/pytest-summary.txt" || true
@@ -225,9 +296,8 @@ run_host_kafka_tests() {
       cargo test -p portcullis-plugin-kafka-store --test kafka -- --ignored
 }
 if ((!interop_only)) && [[ $target == portcullis ]]; then
-  step "host tests against kafka" run_host_kafka_tests || true
+  bg_step "host tests against kafka" run_host_kafka_tests
 fi
-step "interop tests ($target)" run_pytest || true
 
 # The same clients against single nodes whose store is a topic of the suite's Kafka
 # (`[store] kind = "kafka"`, tests/interop/cluster_support.py): a subset of the suite, chosen for
@@ -240,8 +310,8 @@ KAFKA_STORE_SUBSET=(
 )
 run_pytest_kafka_store() {
   local out=$RUN_DIR/pytest-kafka-store-output.txt rc=0
-  INTEROP_STORE=kafka INTEROP_RUN_DIR=$RUN_DIR/kafka-store INTEROP_TARGET=$target \
-    "$PORTCULLIS_VENV/bin/python" -m pytest "${KAFKA_STORE_SUBSET[@]}" -q \
+  FREE_PORT_SLICE=1/3 INTEROP_STORE=kafka INTEROP_RUN_DIR=$RUN_DIR/kafka-store INTEROP_TARGET=$target \
+    "$PORTCULLIS_VENV/bin/python" -m pytest "${KAFKA_STORE_SUBSET[@]}" -q -p no:xdist \
     --junitxml="$RUN_DIR/interop-kafka-store-junit.xml" 2>&1 | tee "$out" || rc=$?
   grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$out" | tail -n 1 | tr -d '=' |
     sed 's/^ *//' >"$RUN_DIR/pytest-kafka-store-summary.txt" || true
@@ -249,13 +319,14 @@ run_pytest_kafka_store() {
 }
 if [[ $target == portcullis ]] && ((${#pytest_args[@]} == 0)); then
   mkdir -p "$RUN_DIR/kafka-store"
-  step "interop tests (kafka store)" run_pytest_kafka_store || true
+  bg_step "interop tests (kafka store)" run_pytest_kafka_store
 fi
 
 run_quickstart() {
-  # Its own Kafka and Portcullis, on free ports; output kept in the run directory.
+  # Its own Kafka and Portcullis, on free ports of its own part of the pool; output kept in the run
+  # directory.
   local rc=0
-  scripts/quickstart.sh --exit >"$RUN_DIR/quickstart.log" 2>&1 || rc=$?
+  FREE_PORT_SLICE=2/3 scripts/quickstart.sh --exit >"$RUN_DIR/quickstart.log" 2>&1 || rc=$?
   if ((rc != 0)); then
     log "---- last 60 lines of $RUN_DIR/quickstart.log ----"
     tail -n 60 "$RUN_DIR/quickstart.log" >&2
@@ -263,6 +334,8 @@ run_quickstart() {
   return "$rc"
 }
 if ((quickstart)) && [[ $target == portcullis ]]; then
-  kafka_stop # one broker at a time on a small machine
-  step "quickstart --exit" run_quickstart || true
+  bg_step "quickstart --exit" run_quickstart
 fi
+
+step "interop tests ($target)" run_pytest || true
+collect_bg_steps

@@ -171,6 +171,7 @@ def check_log_once(cluster: Cluster, prefix: str) -> None:
     assert not twice, f"mutations applied more than once: {list(twice.items())[:5]}"
 
 
+@pytest.mark.long
 def test_killing_the_writer_during_concurrent_mutations_loses_and_repeats_nothing(launcher, unique):
     cluster = start_cluster(launcher, "chaos", 3)
     report = []
@@ -220,6 +221,7 @@ def test_killing_the_writer_during_concurrent_mutations_loses_and_repeats_nothin
     print("\n".join(report))
 
 
+@pytest.mark.long
 def test_a_paused_writer_is_fenced_and_its_late_writes_never_land(launcher, unique):
     cluster = start_cluster(launcher, "fence", 3)
     writer = cluster.writer()

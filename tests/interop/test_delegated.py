@@ -556,6 +556,7 @@ def token_times(java, bootstrap: str, admin: tuple[str, str], owner: str) -> lis
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.long
 def test_tokens_are_renewed_upstream_before_they_expire(run_dir, java, kafka_env, unique, tmp_path):
     """A broker of this test's own whose tokens expire 20 s after issue or renewal
     (`delegation.token.expiry.time.ms`) but may live 5 min: Portcullis renews the token before each

@@ -184,6 +184,7 @@ def _assert_reauthenticated_throughout(res: RunResult) -> None:
     assert res.extra["tokens_issued"] >= RUN_S // 12, res.extra
 
 
+@pytest.mark.long
 def test_java_clients_reauthenticate_with_fresh_tokens(runs):
     """kafka-clients 4.4 (OAuthBearerLoginCallbackHandler refreshes at 80 % of the token's life,
     KIP-368 re-authentication at 85-95 % of the session): 100 records/s for 60 s while a consumer
@@ -205,6 +206,7 @@ def test_java_clients_reauthenticate_with_fresh_tokens(runs):
     assert res.readback["ok"] is True, res.readback
 
 
+@pytest.mark.long
 def test_confluent_reauthenticates_with_fresh_tokens(runs):
     """librdkafka 2.16 with its OIDC token fetcher (ES256 tokens of the es256 client): the same."""
     res = runs["confluent"].result(timeout=RUN_S + 400)
@@ -226,6 +228,7 @@ def test_confluent_reauthenticates_with_fresh_tokens(runs):
                             "redelivered": 0, "missing": 0, "wrong_values": 0, "unexpected": 0}, res.readback
 
 
+@pytest.mark.long
 def test_kafkajs_reauthenticates_with_fresh_tokens(runs):
     """kafkajs 2.2.4 (re-authentication before a request once the session is nearly over, a new
     token from its `oauthBearerProvider`): 100 records/s for 60 s while a consumer group member

@@ -64,6 +64,7 @@ def upstream_oauth_node(launcher, oidc):
                                   upstream=upstream, sections=sections)
 
 
+@pytest.mark.long
 def test_upstream_oauth_login_refreshes_and_reauthenticates_for_60s(upstream_oauth_node, oidc, java, tmp_path,
                                                                      unique):
     node = upstream_oauth_node

@@ -533,6 +533,7 @@ def test_reauthentication_after_expiry_is_accepted(endpoint):
 
 
 @pytest.mark.portcullis_only
+@pytest.mark.long
 def test_java_producer_reauthenticates_every_connection(background_runs):
     """kafka-clients 4.4, SCRAM-SHA-512, 100 records/s for 60 s with a 5 s session lifetime, and a
     consumer reading the topic at the same time (its Fetch requests are parked by the broker for up to
@@ -557,6 +558,7 @@ def test_java_producer_reauthenticates_every_connection(background_runs):
 
 
 @pytest.mark.portcullis_only
+@pytest.mark.long
 def test_confluent_producer_reauthenticates_every_connection(background_runs):
     """librdkafka 2.16, SCRAM-SHA-256 (re-authentication on by the per-mechanism table), 100 records/s
     for 60 s with a 5 s session lifetime, and a consumer reading the topic at the same time."""
@@ -591,6 +593,7 @@ def test_confluent_producer_reauthenticates_every_connection(background_runs):
 
 
 @pytest.mark.portcullis_only
+@pytest.mark.long
 def test_kafka_python_is_cut_off_after_expiry_and_reconnects(background_runs):
     """kafka-python 2.3 (SaslAuthenticate v0, never re-authenticates) for 20 s: each connection is
     closed at its first request after the 5 s lifetime; the client reconnects and retries, and every

@@ -52,6 +52,7 @@ def test_kafka_reauth_listener_gives_sessions_a_lifetime(kafka_env):
         assert result.session_lifetime_ms == KAFKA_LIFETIME_MS, result
 
 
+@pytest.mark.long
 def test_upstream_connections_are_reauthenticated_for_60s(upstream_reauth_portcullis, java, kafka_env,
                                                            tmp_path, unique):
     p = upstream_reauth_portcullis
