@@ -13,6 +13,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
+def without_group(name: str) -> str:
+    """A parallel run's names end in pytest-xdist's `@group` (tests/interop/conftest.py), after any
+    parameters (which may hold an `@` of their own)."""
+    at = name.rfind("@")
+    return name[:at] if at > name.rfind("]") else name
+
+
 def main() -> int:
     count = int(sys.argv[1])
     rows: list[tuple[float, str]] = []
@@ -20,7 +27,7 @@ def main() -> int:
         if not report.is_file():
             continue
         for case in ET.parse(report).iter("testcase"):
-            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            name = f"{case.get('classname', '')}::{without_group(case.get('name', ''))}"
             rows.append((float(case.get("time") or 0), name))
     for seconds, name in sorted(rows, reverse=True)[:count]:
         print(f"{seconds:8.1f}s  {name}")
