@@ -146,6 +146,33 @@ pub struct AuthorizerSettings {
     pub allow_everyone_if_no_acl_found: bool,
     /// Where the authorizer publishes [`crate::events::Event::AclsChanged`], if anywhere.
     pub events: Option<EventBus>,
+    /// The host's handle on `super_users`, when it changes them without a restart (a
+    /// configuration reload): an authorizer that reads its super users from here applies a
+    /// reload to every decision after it.
+    pub live_super_users: Option<LiveSuperUsers>,
+}
+
+/// `[authorizer] super_users`, shared between the host (which replaces them when its
+/// configuration is reloaded) and the authorizer (which reads them on each decision). Readers
+/// load an immutable snapshot and never lock.
+#[derive(Clone, Debug, Default)]
+pub struct LiveSuperUsers(Arc<arc_swap::ArcSwap<Vec<String>>>);
+
+impl LiveSuperUsers {
+    /// A handle holding `super_users`.
+    pub fn new(super_users: Vec<String>) -> Self {
+        Self(Arc::new(arc_swap::ArcSwap::from_pointee(super_users)))
+    }
+
+    /// The super users now.
+    pub fn load(&self) -> arc_swap::Guard<Arc<Vec<String>>> {
+        self.0.load()
+    }
+
+    /// Replaces the super users for every decision after this call.
+    pub fn store(&self, super_users: Vec<String>) {
+        self.0.store(Arc::new(super_users));
+    }
 }
 
 impl AuthorizerSettings {
@@ -155,7 +182,14 @@ impl AuthorizerSettings {
             super_users,
             allow_everyone_if_no_acl_found,
             events: None,
+            live_super_users: None,
         }
+    }
+
+    /// Shares `super_users` through `live`, which the host may replace later.
+    pub fn with_live_super_users(mut self, live: LiveSuperUsers) -> Self {
+        self.live_super_users = Some(live);
+        self
     }
 
     /// Publishes ACL changes on `events`.

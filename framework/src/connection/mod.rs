@@ -26,6 +26,7 @@ mod responses;
 mod sasl_step;
 mod services;
 pub(crate) mod session;
+mod source;
 mod transition;
 
 use std::net::IpAddr;
@@ -41,6 +42,7 @@ pub use limits::{DEFAULT_FAILED_AUTH_DELAY, DEFAULT_MAX_FRAME, DEFAULT_MAX_PRE_A
 pub use request_error::RequestError;
 pub use services::NodeServices;
 pub use session::{Session, FORWARDED_MECHANISM};
+pub use source::ConfigSource;
 
 use crate::principal::TlsPeer;
 use crate::protocol::versions::ApiVersionTable;
@@ -178,6 +180,8 @@ pub struct Connection {
     tls: bool,
     /// The TLS peer (its certificate chain), for the principal builder.
     tls_peer: Option<Arc<TlsPeer>>,
+    /// Where a re-authentication takes its configuration; `None` keeps `config` for life.
+    source: Option<Arc<dyn ConfigSource>>,
     state: State,
 }
 
@@ -227,8 +231,21 @@ impl Connection {
             tls,
             // Until the host says more, a TLS client is one that sent no certificate.
             tls_peer: tls.then(|| Arc::new(TlsPeer::default())),
+            source: None,
             state: State::Initial,
         }
+    }
+
+    /// Takes a fresh configuration from `source` at each re-authentication (see
+    /// [`ConfigSource`]); the configuration given to [`Connection::new`] serves until then.
+    pub fn with_config_source(mut self, source: Arc<dyn ConfigSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// The configuration snapshot this connection uses now.
+    pub fn config(&self) -> &Arc<ConnectionConfig> {
+        &self.config
     }
 
     /// Sets what the TLS handshake learned about the client (the certificate chain it presented),
@@ -303,6 +320,14 @@ impl Connection {
                 sasl_step::on_auth_frame(self, auth, frame, now_ms, None)
             }
             State::Authenticated(session) => {
+                // A handshake on a session starts a re-authentication: it runs under the
+                // configuration of now (a mechanism removed since is refused, a new
+                // `connections.max.reauth.ms` sets the next lifetime).
+                if is_handshake(&frame) {
+                    if let Some(source) = &self.source {
+                        self.config = source.current();
+                    }
+                }
                 authenticated::on_request(self, session, frame, now_ms)
             }
             State::Reauthenticating(reauth) => reauth::on_frame(self, reauth, frame, now_ms),
@@ -319,6 +344,11 @@ impl Connection {
         self.state = next;
         actions
     }
+}
+
+/// Whether a request frame is a SaslHandshake (its header starts with the API key).
+fn is_handshake(frame: &[u8]) -> bool {
+    matches!(frame.get(..2), Some(&[hi, lo]) if i16::from_be_bytes([hi, lo]) == crate::protocol::api::SASL_HANDSHAKE)
 }
 
 impl std::fmt::Debug for Connection {

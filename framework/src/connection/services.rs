@@ -90,6 +90,23 @@ impl NodeServices {
         self
     }
 
+    /// The same services — session scheduler, counters, event bus, local APIs, principal
+    /// builder, policy, authorizer — with other enabled mechanisms: what a reloaded
+    /// configuration hands to new connections and re-authentications, while the sessions already
+    /// registered stay in the one scheduler.
+    pub fn with_enabled_mechanisms(&self, mechanisms: Vec<Arc<dyn SaslMechanism>>) -> Self {
+        Self {
+            mechanisms,
+            principal_builder: Arc::clone(&self.principal_builder),
+            policy: Arc::clone(&self.policy),
+            events: self.events.clone(),
+            sessions: self.sessions.clone(),
+            metrics: Arc::clone(&self.metrics),
+            local_handlers: self.local_handlers.clone(),
+            authorizer: self.authorizer.clone(),
+        }
+    }
+
     /// The locally served API of this key, if any.
     pub(crate) fn local_handler(&self, api_key: i16) -> Option<&Arc<dyn LocalHandler>> {
         self.local_handlers.iter().find(|h| h.api_key() == api_key)

@@ -1386,3 +1386,74 @@ fn a_session_without_a_token_has_no_groups() {
         [(Vec::new(), Vec::new(), None)]
     );
 }
+
+/// A host that reloads its configuration: the connection takes the new one at a
+/// re-authentication, never before.
+struct Swappable(ArcSwap<ConnectionConfig>);
+impl super::ConfigSource for Swappable {
+    fn current(&self) -> Arc<ConnectionConfig> {
+        self.0.load_full()
+    }
+}
+
+fn reloaded(
+    cfg: &ConnectionConfig,
+    mechanisms: Vec<Arc<dyn SaslMechanism>>,
+    reauth_ms: i64,
+) -> Arc<ConnectionConfig> {
+    Arc::new(
+        ConnectionConfig::new(
+            cfg.listener.clone(),
+            Arc::new(cfg.services.with_enabled_mechanisms(mechanisms)),
+            Arc::clone(&cfg.api_versions),
+        )
+        .with_max_reauth_ms(Some(reauth_ms)),
+    )
+}
+
+#[test]
+fn a_reloaded_configuration_applies_at_the_next_reauthentication_only() {
+    let (cfg, _events) = config();
+    let source = Arc::new(Swappable(ArcSwap::new(Arc::clone(&cfg))));
+    let mut c = Connection::new(Arc::clone(&cfg), IpAddr::from([127, 0, 0, 1]), false)
+        .with_config_source(source.clone());
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    // The reload keeps TEST and lowers the session lifetime.
+    source.0.store(reloaded(
+        &cfg,
+        vec![Arc::new(Fixed), Arc::new(Other)],
+        10_000,
+    ));
+    // Until the client re-authenticates, the connection keeps its snapshot.
+    assert_eq!(c.config().max_reauth_ms, Some(3_600_000));
+    let _ = handshake_at(&mut c, "TEST", 2_000);
+    let auth = auth_response(authenticate(&mut c, 2, b"alice:pw", 2_000));
+    assert_eq!(auth.error_code, 0);
+    assert_eq!(auth.session_lifetime_ms, 10_000);
+    assert_eq!(c.ticket().unwrap().expires_at_ms(), Some(12_000));
+}
+
+#[test]
+fn a_mechanism_removed_by_a_reload_is_refused_at_the_next_reauthentication() {
+    let (cfg, _events) = config();
+    let source = Arc::new(Swappable(ArcSwap::new(Arc::clone(&cfg))));
+    let mut c = Connection::new(Arc::clone(&cfg), IpAddr::from([127, 0, 0, 1]), false)
+        .with_config_source(source.clone());
+    let _ = handshake(&mut c, 1, "TEST");
+    let _ = authenticate(&mut c, 2, b"alice:pw", 0);
+    source
+        .0
+        .store(reloaded(&cfg, vec![Arc::new(Other)], 3_600_000));
+    // The session still serves requests: nothing is closed by the reload itself.
+    assert!(c.session().is_some());
+    let actions = handshake_at(&mut c, "TEST", 2_000);
+    let [Action::Respond(frame), Action::CloseAfter(_)] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    let (_, hs): (_, SaslHandshakeResponse) = response(ApiKey::SaslHandshake, 1, frame);
+    assert_eq!(hs.error_code, 33);
+    let enabled: Vec<&str> = hs.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(enabled, ["OTHER"]);
+    assert!(c.is_failed());
+}

@@ -14,6 +14,7 @@ use portcullis::authorizer::{
 };
 use portcullis::events::{Event, EventBus};
 use portcullis::principal::Principal;
+use portcullis::registry::LiveSuperUsers;
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
 
 use crate::index::{Client, Index, Outcome};
@@ -87,7 +88,8 @@ pub enum AclAuthorizerError {
 /// authorizer, or by the node's ACL APIs through the store writer) becomes a new snapshot before
 /// the append returns, so changes apply to live connections at once and survive restarts.
 pub struct AclAuthorizer {
-    super_users: Box<[String]>,
+    /// Normalised (trimmed, no empty entries); shared with the host when it reloads them.
+    super_users: LiveSuperUsers,
     allow_everyone_if_no_acl_found: bool,
     index: Arc<ArcSwap<Index>>,
     store: Arc<dyn MetadataStore>,
@@ -102,7 +104,7 @@ pub struct AclAuthorizer {
 impl fmt::Debug for AclAuthorizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AclAuthorizer")
-            .field("super_users", &self.super_users)
+            .field("super_users", &*self.super_users.load())
             .field(
                 "allow_everyone_if_no_acl_found",
                 &self.allow_everyone_if_no_acl_found,
@@ -118,16 +120,7 @@ impl AclAuthorizer {
         config: &AclAuthorizerConfig,
         store: Arc<dyn MetadataStore>,
     ) -> Result<Self, AclAuthorizerError> {
-        let mut super_users = Vec::new();
-        for entry in &config.super_users {
-            let entry = entry.trim();
-            if entry.is_empty() {
-                continue;
-            }
-            Principal::parse(entry)
-                .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
-            super_users.push(entry.to_owned());
-        }
+        let super_users = Self::normalise_super_users(&config.super_users)?;
         // Replay into a buffer and build the index once, then apply what follows record by
         // record: building incrementally from a large log would copy the index per chunk.
         let index: Arc<ArcSwap<Index>> = Arc::new(ArcSwap::from_pointee(Index::default()));
@@ -172,7 +165,7 @@ impl AclAuthorizer {
         index.store(Arc::new(Index::build(replay(replayed)?)));
         tracing::info!(acls = index.load().len(), "ACL authorizer loaded");
         Ok(Self {
-            super_users: super_users.into_boxed_slice(),
+            super_users: LiveSuperUsers::new(super_users),
             allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
             index,
             store,
@@ -180,6 +173,34 @@ impl AclAuthorizer {
             writer: Mutex::new(()),
             applier,
         })
+    }
+
+    /// Reads the super users from `live` from now on, which the host may replace (a
+    /// configuration reload); the validated list this authorizer was opened with goes into it
+    /// first.
+    pub fn with_live_super_users(mut self, live: LiveSuperUsers) -> Self {
+        live.store(self.super_users.load().as_ref().clone());
+        self.super_users = live;
+        self
+    }
+
+    /// The entries of a `super_users` list as the authorizer compares them: trimmed, empty ones
+    /// dropped, each a valid `type:name`.
+    ///
+    /// # Errors
+    /// [`AclAuthorizerError::InvalidSuperUser`] for the first entry that is not `type:name`.
+    pub fn normalise_super_users(entries: &[String]) -> Result<Vec<String>, AclAuthorizerError> {
+        let mut super_users = Vec::new();
+        for entry in entries {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            Principal::parse(entry)
+                .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
+            super_users.push(entry.to_owned());
+        }
+        Ok(super_users)
     }
 
     /// Publishes [`Event::AclsChanged`] on `events` after each change.
@@ -232,7 +253,7 @@ impl AclAuthorizer {
     /// Kafka compares `principal.toString()` with each super user string. Only the user
     /// principal is compared: a `super_users` entry naming a group never matches.
     fn is_super_user(&self, principal: &Principal) -> bool {
-        self.super_users.iter().any(|s| {
+        self.super_users.load().iter().any(|s| {
             s.len() == principal.kind.len() + 1 + principal.name.len()
                 && s.starts_with(principal.kind.as_str())
                 && s.get(principal.kind.len()..principal.kind.len() + 1) == Some(":")

@@ -49,6 +49,9 @@ fn build(input: &AuthorizerInput<'_>) -> Result<Arc<dyn Authorizer>, PluginError
     if let Some(events) = &settings.events {
         authorizer = authorizer.with_events(events.clone());
     }
+    if let Some(live) = &settings.live_super_users {
+        authorizer = authorizer.with_live_super_users(live.clone());
+    }
     Ok(Arc::new(authorizer))
 }
 
