@@ -13,6 +13,7 @@ pub mod oauth;
 pub mod oauth_login;
 pub mod plugin_config;
 pub mod plugin_loader;
+pub mod reload;
 pub mod server;
 pub mod services;
 pub mod store_writer;

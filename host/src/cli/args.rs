@@ -34,6 +34,21 @@ pub enum Command {
     /// A cluster of nodes sharing one store (`[store] kind = "kafka"`).
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Ask the running node to read its configuration file again (over its admin endpoint,
+    /// `[telemetry] prometheus_address`) and print what changed, or why it was refused (exit 1;
+    /// the old configuration keeps running).
+    Reload(ReloadArgs),
+}
+
+/// `portcullis reload`.
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub config: ConfigArg,
+    /// The node's admin endpoint (`IP:PORT`), when the file does not say.
+    #[arg(long, value_name = "IP:PORT")]
+    pub admin: Option<String>,
 }
 
 /// `portcullis cluster ...`.

@@ -11,10 +11,12 @@
 //! | `inspect` | `check-config` and `plugins`                                       |
 //! | `scram`   | `scram add\|list\|delete`                                           |
 //! | `store`   | `store check\|recover` and `cluster status`                         |
+//! | `reload`  | `reload`: asks the running node to reload, over its admin endpoint  |
 
 mod args;
 mod inspect;
 mod load;
+mod reload;
 mod scram;
 mod serve;
 mod store;
@@ -22,7 +24,7 @@ mod store;
 use std::io;
 
 pub use args::{
-    Cli, ClusterCommand, Command, ConfigArg, OptionalConfigArg, ScramAdd, ScramCommand,
+    Cli, ClusterCommand, Command, ConfigArg, OptionalConfigArg, ReloadArgs, ScramAdd, ScramCommand,
     ScramDelete, StoreCommand, StoreRecover,
 };
 use inspect::{check_config, plugins};
@@ -50,6 +52,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(StoreCommand::Check(args)) => store_check(&args.config, &mut out),
         Command::Cluster(ClusterCommand::Status(args)) => cluster_status(&args.config, &mut out),
         Command::Store(StoreCommand::Recover(args)) => store_recover(&args.config.config, &mut out),
+        Command::Reload(args) => Ok(reload::reload(
+            &args.config.config,
+            args.admin.as_deref(),
+            &mut out,
+        )?),
     }
 }
 

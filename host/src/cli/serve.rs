@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::node::Node;
+use crate::reload::Reloader;
 
 use super::load::{load_config, warn_refused};
 
@@ -50,7 +51,18 @@ pub(super) fn serve(path: &Path) -> anyhow::Result<()> {
             }
             _ => None,
         };
-        let served = crate::server::run(Arc::clone(&node)).await;
+        let reload_node = Arc::clone(&node);
+        let served = crate::server::run_with(Arc::clone(&node), move |listener| {
+            // Live reconfiguration (issue 23): SIGHUP, `POST /reload`, the TLS files' poll.
+            let reloader = Arc::new(Reloader::new(reload_node, listener));
+            crate::reload::spawn_sighup(Arc::clone(&reloader));
+            if let Err(e) = crate::reload::spawn_file_poll(&reloader) {
+                tracing::warn!(error = %e, "cannot watch the TLS files; reload with SIGHUP or `portcullis reload`");
+            }
+            tracing::info!(fingerprint = %reloader.fingerprint(), "configuration fingerprint");
+            crate::telemetry::admin::set_reload_handler(reloader);
+        })
+        .await;
         if let Some(listener) = inter_node {
             listener.abort();
         }

@@ -29,6 +29,7 @@ mod store;
 use std::fmt;
 use std::sync::Arc;
 
+use portcullis::audit::AuditSink;
 use portcullis::authorizer::Authorizer;
 use portcullis::connection::NodeServices;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
@@ -37,6 +38,8 @@ use portcullis::forwarding::ScreenedAuthorizer;
 use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
 use portcullis::reauth::ReauthScheduler;
+use portcullis::registry::LiveSuperUsers;
+use portcullis::sasl::SaslMechanism;
 use portcullis::tokens::TokenManager;
 
 // The built-in plugins register themselves with `inventory`; naming each crate makes sure it is
@@ -59,7 +62,7 @@ use crate::store_writer::StoreWriter;
 use assemble::assemble_with;
 use oauth::oauth_enabled;
 use security::{
-    audited, build_authorizer, local_handlers, refuse_token_shaped_users, token_manager,
+    audit_sink, audited, build_authorizer, local_handlers, refuse_token_shaped_users, token_manager,
 };
 
 /// Everything a running node needs, built once at start.
@@ -96,6 +99,10 @@ pub struct Node {
     /// OAUTHBEARER's validator and what keeps it working (its key set's refresher, on the
     /// OAuth runtime), when `listener.sasl_mechanisms` enables it.
     pub oauth: Option<crate::oauth::OAuthBearer>,
+    /// `[authorizer] super_users` as the built-in authorizer reads them; a reload replaces them.
+    pub super_users: LiveSuperUsers,
+    /// The audit log (`[audit] file`): authorization decisions and configuration reloads.
+    pub audit: Option<Arc<dyn AuditSink>>,
 }
 
 impl fmt::Debug for Node {
@@ -155,7 +162,21 @@ impl Node {
             _ => None,
         };
         let assembly = assemble_with(&config, &context, oauth.as_ref())?;
-        let authorizer = build_authorizer(&config, &context, &assembly, &store.shared(), &events)?;
+        let super_users = LiveSuperUsers::new(
+            config
+                .authorizer
+                .as_ref()
+                .map(|a| a.super_users.clone())
+                .unwrap_or_default(),
+        );
+        let authorizer = build_authorizer(
+            &config,
+            &context,
+            &assembly,
+            &store.shared(),
+            &events,
+            &super_users,
+        )?;
         // A policy that refuses actions is enforced through the authorization map: its refusals
         // come before the authorizer's decisions (which allow everything when there is none).
         let authorizer = if assembly.policy.screens_actions() {
@@ -166,7 +187,8 @@ impl Node {
         } else {
             authorizer
         };
-        let authorizer = audited(&config, authorizer)?;
+        let audit = audit_sink(&config)?;
+        let authorizer = audited(&config, authorizer, audit.as_ref());
         // Every check becomes an `authorize` span and counts (docs/observability.md).
         let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
         let local_handlers = local_handlers(
@@ -268,6 +290,8 @@ impl Node {
             context,
             subscribers,
             oauth,
+            super_users,
+            audit,
         })
     }
 
@@ -278,6 +302,50 @@ impl Node {
         if let Some(oauth) = &self.oauth {
             oauth.shutdown();
         }
+    }
+
+    /// The mechanisms `config.listener.sasl_mechanisms` enables, in its order, for a reloaded
+    /// configuration: the instances in `current` are kept (their state, such as a plugin's, goes
+    /// on), the others are built as at start, among the built-ins and the plugins loaded then.
+    /// OAUTHBEARER can only be enabled by a reload when the node started with it.
+    ///
+    /// # Errors
+    /// [`NodeError`] as at start: an unknown name (with what is available), a plugin's
+    /// configuration refused, OAUTHBEARER without its validator.
+    pub fn mechanisms_for(
+        &self,
+        config: &Config,
+        current: &[Arc<dyn SaslMechanism>],
+    ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
+        let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
+        let missing: Vec<String> = config
+            .listener
+            .sasl_mechanisms
+            .iter()
+            .filter(|name| !current.iter().any(|m| m.name() == name.as_str()))
+            .cloned()
+            .collect();
+        let built = mechanisms::resolve_mechanisms(
+            &missing,
+            &self.context,
+            &self.plugins,
+            &tables,
+            self.oauth
+                .as_ref()
+                .map(crate::oauth::OAuthBearer::mechanism),
+        )?;
+        Ok(config
+            .listener
+            .sasl_mechanisms
+            .iter()
+            .filter_map(|name| {
+                current
+                    .iter()
+                    .chain(built.iter())
+                    .find(|m| m.name() == name.as_str())
+                    .cloned()
+            })
+            .collect())
     }
 
     /// The plugin metrics and subscriber counts.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use portcullis::audit::{AuditPolicy, AuditingAuthorizer};
+use portcullis::audit::{AuditPolicy, AuditSink, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
 use portcullis::credentials::InMemoryCredentials;
 use portcullis::events::EventBus;
@@ -11,7 +11,9 @@ use portcullis::local::acls::AclApis;
 use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
 use portcullis::local::LocalHandler;
-use portcullis::registry::{self, AuthorizerInput, AuthorizerSettings, PluginInstance};
+use portcullis::registry::{
+    self, AuthorizerInput, AuthorizerSettings, LiveSuperUsers, PluginInstance,
+};
 use portcullis::store::MetadataStore;
 use portcullis::tokens::{TokenConfig, TokenManager};
 use portcullis::PluginKind;
@@ -29,6 +31,7 @@ pub(super) fn build_authorizer(
     assembly: &Assembly,
     store: &Arc<dyn MetadataStore>,
     events: &EventBus,
+    super_users: &LiveSuperUsers,
 ) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
     let Some(settings) = &config.authorizer else {
         return Ok(None);
@@ -39,7 +42,8 @@ pub(super) fn build_authorizer(
         settings.super_users.clone(),
         settings.allow_everyone_if_no_acl_found,
     )
-    .with_events(events.clone());
+    .with_events(events.clone())
+    .with_live_super_users(super_users.clone());
     let built = choose(
         Choice {
             key: "authorizer.plugin",
@@ -67,24 +71,31 @@ pub(super) fn build_authorizer(
     Ok(Some(built))
 }
 
-/// `authorizer` wrapped by the audit log when `[audit] file` is set.
+/// The audit log of `[audit] file`, when set.
+pub(super) fn audit_sink(config: &Config) -> Result<Option<Arc<dyn AuditSink>>, NodeError> {
+    let Some(path) = &config.audit.file else {
+        return Ok(None);
+    };
+    let sink = crate::services::FileAuditSink::open(path).map_err(NodeError::Audit)?;
+    Ok(Some(Arc::new(sink)))
+}
+
+/// `authorizer` wrapped by the audit log, when there is one.
 pub(super) fn audited(
     config: &Config,
     authorizer: Option<Arc<dyn Authorizer>>,
-) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
-    let Some(authorizer) = authorizer else {
-        return Ok(None);
+    sink: Option<&Arc<dyn AuditSink>>,
+) -> Option<Arc<dyn Authorizer>> {
+    let authorizer = authorizer?;
+    let Some(sink) = sink else {
+        return Some(authorizer);
     };
-    let Some(path) = &config.audit.file else {
-        return Ok(Some(authorizer));
-    };
-    let sink = crate::services::FileAuditSink::open(path).map_err(NodeError::Audit)?;
     let policy = AuditPolicy::new(config.audit.log_allowed, config.audit.log_denied);
-    Ok(Some(Arc::new(AuditingAuthorizer::new(
+    Some(Arc::new(AuditingAuthorizer::new(
         authorizer,
-        Arc::new(sink),
+        Arc::clone(sink),
         policy,
-    ))))
+    )))
 }
 
 /// The locally served security APIs: ACLs, SCRAM credentials and delegation tokens (served also

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
@@ -49,12 +49,15 @@ struct Counts {
 /// The node's connection slots and pre-authentication buffer budget.
 #[derive(Debug)]
 pub struct Admission {
-    max_total: usize,
-    max_per_ip: Option<u32>,
+    /// The limits may change while connections are open (a configuration reload): a lowered
+    /// limit refuses new connections only, never closes one.
+    max_total: AtomicUsize,
+    /// 0: no limit per address.
+    max_per_ip: AtomicU32,
     counts: Mutex<Counts>,
     /// Woken whenever a slot is returned.
     freed: Notify,
-    pre_auth_budget: usize,
+    pre_auth_budget: AtomicUsize,
     pre_auth_reserved: AtomicUsize,
 }
 
@@ -63,13 +66,28 @@ impl Admission {
     /// `pre_auth_budget` bytes of large pre-authentication frames.
     pub fn new(max_total: usize, max_per_ip: Option<u32>, pre_auth_budget: usize) -> Self {
         Self {
-            max_total,
-            max_per_ip,
+            max_total: AtomicUsize::new(max_total),
+            max_per_ip: AtomicU32::new(max_per_ip.unwrap_or(0)),
             counts: Mutex::new(Counts::default()),
             freed: Notify::new(),
-            pre_auth_budget,
+            pre_auth_budget: AtomicUsize::new(pre_auth_budget),
             pre_auth_reserved: AtomicUsize::new(0),
         }
+    }
+
+    /// Replaces the limits (a configuration reload). Connections already admitted stay; a
+    /// listener waiting for a slot looks again at once.
+    pub fn set_limits(&self, max_total: usize, max_per_ip: Option<u32>, pre_auth_budget: usize) {
+        self.max_total.store(max_total, Ordering::Relaxed);
+        self.max_per_ip
+            .store(max_per_ip.unwrap_or(0), Ordering::Relaxed);
+        self.pre_auth_budget
+            .store(pre_auth_budget, Ordering::Relaxed);
+        self.freed.notify_waiters();
+    }
+
+    fn max_total(&self) -> usize {
+        self.max_total.load(Ordering::Relaxed)
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -86,7 +104,7 @@ impl Admission {
         loop {
             // Registered before the check, so a slot freed in between is not missed.
             let freed = self.freed.notified();
-            if self.live() < self.max_total {
+            if self.live() < self.max_total() {
                 return;
             }
             freed.await;
@@ -107,11 +125,12 @@ impl Admission {
     /// Takes a slot for a connection from `ip`.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refused> {
         let mut counts = self.counts();
-        if counts.total >= self.max_total {
-            return Err(Refused::Total(self.max_total));
+        let max_total = self.max_total();
+        if counts.total >= max_total {
+            return Err(Refused::Total(max_total));
         }
         let from_ip = counts.per_ip.entry(ip).or_insert(0);
-        if let Some(limit) = self.max_per_ip {
+        if let Some(limit) = Some(self.max_per_ip.load(Ordering::Relaxed)).filter(|l| *l > 0) {
             if *from_ip >= limit {
                 if *from_ip == 0 {
                     counts.per_ip.remove(&ip);
@@ -133,7 +152,7 @@ impl Admission {
         let mut current = self.pre_auth_reserved.load(Ordering::Relaxed);
         loop {
             let next = current.checked_add(bytes)?;
-            if next > self.pre_auth_budget {
+            if next > self.pre_auth_budget.load(Ordering::Relaxed) {
                 return None;
             }
             match self.pre_auth_reserved.compare_exchange_weak(

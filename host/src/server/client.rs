@@ -53,6 +53,7 @@ use super::brokers::Target;
 use super::client_reads::{read_request, Incoming};
 use super::driver_error::DriverError;
 use super::frames::{FrameError, FrameReader, ReadOutcome};
+use super::live::{Live, LiveSource};
 use super::queue::ResponseQueue;
 use super::responses::{Ended, Finished, ResponseSide};
 use super::sockets::{ClientRead, ClientStream};
@@ -117,16 +118,25 @@ pub(super) async fn serve<S: ClientStream>(
     target: Target,
     tls: Option<portcullis::principal::TlsPeer>,
     slot: Slot,
+    live: Arc<Live>,
 ) {
     let (read, write) = stream.into_halves();
     let is_tls = tls.is_some();
-    let mut connection = Connection::new(shared.connection_config.clone(), peer.ip(), is_tls);
+    let mut connection = Connection::new(Arc::clone(&live.connection_config), peer.ip(), is_tls)
+        .with_config_source(Arc::new(LiveSource(Arc::clone(&shared.live))));
     if let Some(tls_peer) = tls {
         connection = connection.with_tls_peer(Arc::new(tls_peer));
     }
     let queue = Arc::new(ResponseQueue::new(MAX_IN_FLIGHT));
-    let responses =
-        tokio::spawn(ResponseSide::new(Arc::clone(&shared), Arc::clone(&queue), write).run());
+    let responses = tokio::spawn(
+        ResponseSide::new(
+            Arc::clone(&shared),
+            live.limits.idle_timeout,
+            Arc::clone(&queue),
+            write,
+        )
+        .run(),
+    );
     let now = Instant::now();
     let mut driver = Driver {
         peer,
@@ -145,11 +155,12 @@ pub(super) async fn serve<S: ClientStream>(
         last_read: now,
         request_span: tracing::Span::none(),
         shared,
+        live,
         _slot: slot,
     };
     let span = crate::telemetry::traces::connection_span(
         peer,
-        &driver.shared.connection_config.listener,
+        &driver.live.connection_config.listener,
         &driver.target_name(),
         is_tls,
     );
@@ -191,6 +202,8 @@ pub(super) struct Driver {
     pub(super) last_read: Instant,
     /// The trace span of the request being handled (telemetry; disabled without export).
     pub(super) request_span: tracing::Span,
+    /// The listener's configuration when this connection was accepted (its time limits).
+    pub(super) live: Arc<Live>,
     pub(super) _slot: Slot,
 }
 
@@ -281,8 +294,8 @@ impl Driver {
                     Phase::Draining(End::Shutdown)
                 }),
                 Event::Revoked => {
-                    self.shared
-                        .connection_config
+                    self.connection
+                        .config()
                         .services
                         .metrics
                         .revoked_connections_closed();
@@ -409,7 +422,7 @@ impl Driver {
             .map_err(|e| DriverError::Step(e.to_string()))?;
         // The connection travels to the worker and back; a fresh one stands in meanwhile.
         let stand_in = Connection::new(
-            self.shared.connection_config.clone(),
+            Arc::clone(self.connection.config()),
             self.peer.ip(),
             self.tls,
         );
@@ -428,7 +441,7 @@ impl Driver {
 
     /// The timer fired: the authentication deadline, or possibly the idle timeout.
     fn on_timer(&mut self, timer: Pin<&mut Sleep>) -> Option<Phase> {
-        let limits = &self.shared.limits;
+        let limits = &self.live.limits;
         let now = Instant::now();
         if !self.connection.is_authenticated() {
             if now >= self.accepted_at + limits.authentication_timeout {
@@ -453,7 +466,7 @@ impl Driver {
     /// authenticated, then the idle deadline (from the last activity, or from now while answers
     /// are outstanding).
     fn next_deadline(&self) -> Instant {
-        let limits = &self.shared.limits;
+        let limits = &self.live.limits;
         if !self.connection.is_authenticated() {
             self.accepted_at + limits.authentication_timeout
         } else if self.queue.is_empty() {

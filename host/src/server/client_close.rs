@@ -68,7 +68,7 @@ impl Driver {
         let mut client_closed = false;
         if let Some(last_write) = self.queue.last_write() {
             // Long enough for the client to read the answers in a read of their own.
-            let pause_end = last_write + self.shared.limits.close_pause;
+            let pause_end = last_write + self.live.limits.close_pause;
             if let Ok(read) = timeout_at(pause_end, self.reader.discard_until_eof()).await {
                 // EOF (or a failed socket): nothing more will arrive.
                 client_closed = true;

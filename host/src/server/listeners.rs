@@ -150,14 +150,17 @@ async fn handle(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
     }
-    match shared.tls.clone() {
-        None => client::serve(shared, stream, peer, target, None, slot).await,
+    // The listener's configuration now: a reload after this point does not change this
+    // connection's certificate or limits.
+    let live = shared.live.load_full();
+    match live.tls.clone() {
+        None => client::serve(shared, stream, peer, target, None, slot, live).await,
         Some(acceptor) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => {
                     // The client's certificate chain, for the principal builder.
                     let tls_peer = crate::tls_peer::peer_of(tls.get_ref().1.peer_certificates());
-                    client::serve(shared, tls, peer, target, Some(tls_peer), slot).await
+                    client::serve(shared, tls, peer, target, Some(tls_peer), slot, live).await
                 }
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

@@ -8,6 +8,7 @@
 //! |                      | sizes) and vectored writes                                          |
 //! | [`sockets`]          | the two halves of a socket, plain TCP or TLS                        |
 //! | [`tls`]              | rustls: the listener's server side, the upstream's client side      |
+//! | [`live`]             | what a configuration reload replaces: one snapshot per listener     |
 //! | [`admission`]        | connection limits and the pre-authentication buffer budget          |
 //! | `listeners`          | accept loops: the bootstrap port and one port per upstream broker   |
 //! | `client`             | a connection's request side: frames in, actions out, its phases     |
@@ -47,6 +48,7 @@ pub mod discovery;
 mod driver_error;
 pub mod frames;
 mod listeners;
+pub mod live;
 mod persist;
 pub mod queue;
 pub mod relay;
@@ -68,12 +70,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use portcullis::connection::ConnectionConfig;
 use portcullis::protocol::versions::ApiVersionTable;
-use portcullis::throttle::ThrottlePolicy;
 use tokio::net::TcpSocket;
 use tokio::sync::{watch, Semaphore};
-use tokio_rustls::TlsAcceptor;
 
 use crate::node::Node;
 use admission::Admission;
@@ -93,16 +92,15 @@ const LISTEN_BACKLOG: u32 = 1024;
 
 /// State shared by every listener and connection of a server.
 pub(crate) struct Shared {
-    connection_config: Arc<ConnectionConfig>,
+    /// The listener's current configuration: connection config, TLS acceptor, time limits.
+    live: Arc<ArcSwap<live::Live>>,
     upstream: UpstreamSettings,
     brokers: BrokerMap,
     advertised: Advertised,
     broker_listeners: BrokerListeners,
-    tls: Option<TlsAcceptor>,
     shutdown: watch::Receiver<bool>,
     store_writer: crate::store_writer::StoreWriter,
     admission: Arc<Admission>,
-    limits: ConnectionLimits,
     /// Permits to run a SASL step on the blocking pool (see `client::step_off_runtime`).
     sasl_workers: Arc<Semaphore>,
     /// The `delegated` policy's upstream tokens.
@@ -123,6 +121,8 @@ pub(crate) struct ConnectionLimits {
 /// that is not up yet.
 pub struct Server {
     shared: Arc<Shared>,
+    /// What a configuration reload changes.
+    handle: live::ListenerHandle,
     bootstrap: TcpSocket,
     stop: watch::Sender<bool>,
     grace: Duration,
@@ -155,10 +155,6 @@ impl Server {
         if config.upstream.bootstrap_servers.is_empty() {
             anyhow::bail!("[upstream] bootstrap_servers is empty");
         }
-        let tls = match &config.listener.tls {
-            Some(config) => Some(tls::acceptor(config).context("[listener.tls]")?),
-            None => None,
-        };
         let upstream_tls = if protocol.uses_tls() {
             let tls_config = config.upstream.tls.clone().unwrap_or_default();
             Some(tls::connector(&tls_config).context("[upstream.tls]")?)
@@ -170,17 +166,6 @@ impl Server {
         let api_versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
             &ApiVersionTable::default(),
         )));
-        let throttle = ThrottlePolicy {
-            base: Duration::from_millis(listener.failed_authentication_delay_ms),
-            cap: Duration::from_millis(
-                limits
-                    .failed_authentication
-                    .max_delay_ms
-                    .max(listener.failed_authentication_delay_ms),
-            ),
-            free_failures: limits.failed_authentication.free_failures,
-            half_life: Duration::from_millis(limits.failed_authentication.half_life_ms.max(1)),
-        };
         let delegated = config.forwarding.delegated_settings().map(|settings| {
             let service = login
                 .as_ref()
@@ -204,21 +189,22 @@ impl Server {
             }
             delegated
         });
-        let connection_config = ConnectionConfig::new(
-            listener.name.clone(),
+        let flags = live::ListenerFlags {
+            // A node sharing its store with a cluster (issue 13): mutations run on the writer.
+            mutations_on_leader: node.writer.cluster().is_some(),
+            // `delegated`: each new session's upstream token is obtained before the client is
+            // told it authenticated, so a refusal fails the authentication with a message the
+            // client shows (see `delegated::DelegatedUpstream::admit`).
+            admit_sessions: delegated.is_some(),
+        };
+        let live = live::Live::build(
+            config,
             Arc::clone(&node.services),
             api_versions,
+            flags,
+            None,
         )
-        .with_frame_limits(listener.max_pre_auth_frame_bytes, listener.max_frame_bytes)
-        .with_failure_throttle(throttle)
-        .with_max_reauth_ms(Some(listener.connections_max_reauth_ms))
-        .with_max_reauth_ms_by_mechanism(listener.connections_max_reauth_ms_by_mechanism.clone())
-        // A node sharing its store with a cluster (issue 13): mutations run on the writer.
-        .with_mutations_on_leader(node.writer.cluster().is_some())
-        // `delegated`: each new session's upstream token is obtained before the client is told
-        // it authenticated, so a refusal fails the authentication with a message the client
-        // shows (see `delegated::DelegatedUpstream::admit`).
-        .with_session_admission(delegated.is_some());
+        .context("[listener.tls]")?;
 
         let bootstrap = reserve_port(&listener.address)
             .with_context(|| format!("cannot listen on {}", listener.address))?;
@@ -228,7 +214,7 @@ impl Server {
 
         let (stop, shutdown) = watch::channel(false);
         let shared = Shared {
-            connection_config: Arc::new(connection_config),
+            live: Arc::new(ArcSwap::from_pointee(live)),
             upstream: UpstreamSettings {
                 bootstrap_servers: config.upstream.bootstrap_servers.clone(),
                 login,
@@ -242,7 +228,6 @@ impl Server {
                 port_base: listener.broker_port_base,
             },
             broker_listeners: BrokerListeners::new(local.ip(), listener.broker_port_base),
-            tls,
             shutdown,
             store_writer: node.writer.clone(),
             admission: Arc::new(Admission::new(
@@ -250,20 +235,26 @@ impl Server {
                 limits.max_connections_per_ip,
                 limits.max_pre_auth_buffer_bytes,
             )),
-            limits: ConnectionLimits {
-                authentication_timeout: Duration::from_millis(limits.authentication_timeout_ms),
-                idle_timeout: Duration::from_millis(limits.connections_max_idle_ms),
-                close_pause: Duration::from_millis(limits.close_pause_ms),
-            },
             sasl_workers: Arc::new(Semaphore::new(sasl_worker_count())),
             delegated,
         };
+        let handle = live::ListenerHandle::new(
+            Arc::clone(&shared.live),
+            Arc::clone(&shared.admission),
+            flags,
+        );
         Ok(Self {
+            handle,
             shared: Arc::new(shared),
             bootstrap,
             stop,
             grace: Duration::from_millis(config.shutdown.grace_ms),
         })
+    }
+
+    /// The handle a configuration reload changes the listener through.
+    pub fn listener_handle(&self) -> live::ListenerHandle {
+        self.handle.clone()
     }
 
     /// The bootstrap listener's address.
@@ -280,6 +271,7 @@ impl Server {
             bootstrap,
             stop,
             grace,
+            handle: _,
         } = self;
         tokio::pin!(shutdown);
         // The port accepts only once the upstream's versions are known: before that the
@@ -310,7 +302,9 @@ impl Server {
         let local = bootstrap
             .local_addr()
             .context("bootstrap listener address")?;
-        tracing::info!(listener = %shared.connection_config.listener, tls = shared.tls.is_some(), "listening on {local}");
+        let current = shared.live.load();
+        tracing::info!(listener = %current.connection_config.listener, tls = current.tls.is_some(), "listening on {local}");
+        drop(current);
         tokio::spawn(refresh_periodically(shared.clone()));
         if let Some(delegated) = &shared.delegated {
             tokio::spawn(delegated::run(
@@ -381,13 +375,24 @@ fn sasl_worker_count() -> usize {
 
 /// Serves the node's listener until the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn run(node: Arc<Node>) -> anyhow::Result<()> {
+    run_with(node, |_| {}).await
+}
+
+/// [`run`], handing the bound listener's [`live::ListenerHandle`] to `on_bound` before it
+/// serves (the configuration reload's way in).
+pub async fn run_with(
+    node: Arc<Node>,
+    on_bound: impl FnOnce(live::ListenerHandle),
+) -> anyhow::Result<()> {
     if let Some(login) = &node.upstream_login {
         crate::services::spawn_credential_refresh(login.clone(), node.services.events.clone());
     }
     if let Some(tokens) = &node.tokens {
         crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());
     }
-    Server::bind(&node).await?.serve(stop_signal()).await
+    let server = Server::bind(&node).await?;
+    on_bound(server.listener_handle());
+    server.serve(stop_signal()).await
 }
 
 async fn stop_signal() {
@@ -417,7 +422,8 @@ async fn stop_signal() {
 /// opens a listener for every broker.
 async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
     let discovery = discover(&shared.upstream).await?;
-    let services = &shared.connection_config.services;
+    let current = shared.live.load_full();
+    let services = &current.connection_config.services;
     let local = services.local_handlers.iter().map(|h| {
         let (min, max) = h.versions();
         (h.api_key(), min, max)
@@ -437,7 +443,8 @@ async fn refresh(shared: &Arc<Shared>) -> Result<(), upstream::UpstreamError> {
         "upstream discovered"
     );
     shared.upstream.versions.store(Arc::new(discovery.versions));
-    shared
+    // Every snapshot of the listener shares this one table (a reload keeps it).
+    current
         .connection_config
         .api_versions
         .store(Arc::new(advertised));

@@ -130,8 +130,12 @@ pub(super) struct ResponseSide {
 }
 
 impl ResponseSide {
-    pub(super) fn new(shared: Arc<Shared>, queue: Arc<ResponseQueue>, client: ClientWrite) -> Self {
-        let stall = shared.limits.idle_timeout;
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        stall: Duration,
+        queue: Arc<ResponseQueue>,
+        client: ClientWrite,
+    ) -> Self {
         Self {
             shared,
             queue,

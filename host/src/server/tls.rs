@@ -49,6 +49,15 @@ pub enum TlsSetupError {
     /// No trusted root could be loaded from the system.
     #[error("no trusted root certificate found on this system ({0}); set upstream.tls.ca_file")]
     NoSystemRoots(String),
+    /// The private key is not the key of the certificate (a rotation that replaced one file and
+    /// not the other, or the wrong pair).
+    #[error("listener.tls.key_file {}: not the private key of the certificate in listener.tls.cert_file {}", key.display(), cert.display())]
+    KeyMismatch {
+        /// `cert_file`.
+        cert: PathBuf,
+        /// `key_file`.
+        key: PathBuf,
+    },
     /// rustls refused the configuration.
     #[error("invalid TLS configuration: {0}")]
     Rustls(String),
@@ -86,7 +95,13 @@ pub fn server_config(config: &TlsConfig) -> Result<ServerConfig, TlsSetupError> 
         .map_err(|e| TlsSetupError::Rustls(e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
-        .map_err(|e| TlsSetupError::Rustls(e.to_string()))
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsSetupError::KeyMismatch {
+                cert: config.cert_file.clone(),
+                key: config.key_file.clone(),
+            },
+            e => TlsSetupError::Rustls(e.to_string()),
+        })
 }
 
 /// Builds the connector for the upstream brokers (`[upstream.tls]`).
@@ -374,13 +389,12 @@ mod tests {
         config.key_file = files.path("missing.pem");
         let e = server_config(&config).unwrap_err();
         assert!(e.to_string().contains("missing.pem"), "{e}");
-        // A certificate that does not match the key.
+        // A certificate that does not match the key: named as such (a half-done rotation).
         let other = rcgen::KeyPair::generate().unwrap();
         std::fs::write(files.path("other.key"), other.serialize_pem()).unwrap();
         config.key_file = files.path("other.key");
-        assert!(matches!(
-            server_config(&config),
-            Err(TlsSetupError::Rustls(_))
-        ));
+        let e = server_config(&config).unwrap_err();
+        assert!(matches!(e, TlsSetupError::KeyMismatch { .. }), "{e:?}");
+        assert!(e.to_string().contains("listener.tls.key_file"), "{e}");
     }
 }

@@ -1,9 +1,11 @@
 //! The admin endpoint: `GET /metrics` (Prometheus text format), `/healthz` (the process is up)
 //! and `/readyz` (the upstream was discovered and the metadata store replayed), for scrapers,
-//! load balancers and Kubernetes probes. A minimal HTTP/1.1 server: one request per connection,
-//! a bounded request head, a read deadline; it never reads a body.
+//! load balancers and Kubernetes probes, and `POST /reload` (`portcullis reload`: the node reads
+//! its configuration file again). A minimal HTTP/1.1 server: one request per connection, a
+//! bounded request head, a read deadline; it never reads a body.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -29,6 +31,43 @@ pub fn set_store_replayed() {
     STORE_REPLAYED.store(true, Ordering::Relaxed);
 }
 
+/// The header naming the file `portcullis reload` was given: the node reloads only its own
+/// file, and says so when the command names another.
+pub const RELOAD_FILE_HEADER: &str = "x-portcullis-config";
+
+/// What `POST /reload` does: the node's reloader, registered once it serves.
+pub trait ReloadHandler: Send + Sync {
+    /// Reloads (blocking), given the file the caller named, if any.
+    fn reload(&self, named_file: Option<&str>) -> ReloadAnswer;
+}
+
+/// The answer to `POST /reload`.
+#[derive(Debug)]
+pub struct ReloadAnswer {
+    /// Applied, refused, or not tried (another file was named).
+    pub status: ReloadStatus,
+    /// What changed or why nothing did, one line.
+    pub text: String,
+}
+
+/// How a reload request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadStatus {
+    /// The new configuration runs.
+    Applied,
+    /// Refused; the old configuration runs.
+    Refused,
+    /// The caller named a file this node does not run on.
+    WrongFile,
+}
+
+static RELOAD: OnceLock<Arc<dyn ReloadHandler>> = OnceLock::new();
+
+/// Registers what `POST /reload` runs (the first registration wins).
+pub fn set_reload_handler(handler: Arc<dyn ReloadHandler>) {
+    let _ = RELOAD.set(handler);
+}
+
 /// What `/readyz` answers: `None` when ready, else what is missing.
 fn not_ready() -> Option<&'static str> {
     if !STORE_REPLAYED.load(Ordering::Relaxed) {
@@ -47,7 +86,7 @@ pub async fn serve(address: &str, registry: Option<prometheus::Registry>) -> any
         .await
         .with_context(|| format!("cannot listen on telemetry.prometheus_address {address}"))?;
     let local = listener.local_addr()?;
-    tracing::info!("admin endpoint on http://{local} (/metrics, /healthz, /readyz)");
+    tracing::info!("admin endpoint on http://{local} (/metrics, /healthz, /readyz, POST /reload)");
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
@@ -97,7 +136,10 @@ async fn answer(
         Err(_) => return Ok(()),
     };
     let Some(head) = head else { return Ok(()) };
-    let (status, content_type, body) = route(&head, registry);
+    let (status, content_type, body) = match reload_request(&head) {
+        Some(named) => reload(named).await,
+        None => route(&head, registry),
+    };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -109,6 +151,51 @@ async fn answer(
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
+
+/// `Some(named file)` when the head is `POST /reload`.
+fn reload_request(head: &[u8]) -> Option<Option<String>> {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.lines();
+    let mut parts = lines.next()?.split_whitespace();
+    let (method, target) = (parts.next()?, parts.next()?);
+    if method != "POST" || target.split('?').next() != Some("/reload") {
+        return None;
+    }
+    let named = lines.find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case(RELOAD_FILE_HEADER)
+            .then(|| value.trim().to_owned())
+    });
+    Some(named)
+}
+
+async fn reload(named: Option<String>) -> (&'static str, &'static str, Vec<u8>) {
+    let Some(handler) = RELOAD.get().cloned() else {
+        return (
+            "503 Service Unavailable",
+            TEXT,
+            b"the node is not serving yet; try again\n".to_vec(),
+        );
+    };
+    // A reload reads files: off the async workers.
+    let answered = tokio::task::spawn_blocking(move || handler.reload(named.as_deref())).await;
+    match answered {
+        Ok(answer) => {
+            let status = match answer.status {
+                ReloadStatus::Applied => "200 OK",
+                ReloadStatus::Refused => "422 Unprocessable Entity",
+                ReloadStatus::WrongFile => "409 Conflict",
+            };
+            (status, TEXT, format!("{}\n", answer.text).into_bytes())
+        }
+        Err(e) => (
+            "500 Internal Server Error",
+            TEXT,
+            format!("the reload did not finish: {e}\n").into_bytes(),
+        ),
+    }
+}
 
 /// The answer to a request head: status line, content type, body.
 fn route(
@@ -123,7 +210,11 @@ fn route(
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     if method != "GET" && method != "HEAD" {
-        return ("405 Method Not Allowed", TEXT, b"only GET\n".to_vec());
+        return (
+            "405 Method Not Allowed",
+            TEXT,
+            b"only GET, and POST /reload\n".to_vec(),
+        );
     }
     let path = target.split('?').next().unwrap_or("");
     match path {
@@ -150,7 +241,7 @@ fn route(
         _ => (
             "404 Not Found",
             TEXT,
-            b"not found: try /metrics, /healthz, /readyz\n".to_vec(),
+            b"not found: try /metrics, /healthz, /readyz, POST /reload\n".to_vec(),
         ),
     }
 }
@@ -172,6 +263,19 @@ mod tests {
         );
         assert_eq!(route(b"", None).0, "431 Request Header Fields Too Large");
         assert_eq!(route(b"\xff\xfe\r\n\r\n", None).0, "405 Method Not Allowed");
+    }
+
+    #[test]
+    fn reload_requests_carry_the_named_file() {
+        assert_eq!(reload_request(b"GET /reload HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(
+            reload_request(b"POST /reload HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Some(None)
+        );
+        assert_eq!(
+            reload_request(b"POST /reload HTTP/1.1\r\nX-Portcullis-Config: /etc/p.toml\r\n\r\n"),
+            Some(Some("/etc/p.toml".to_owned()))
+        );
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Instruments {
     pub plugin_load_failures: Counter<u64>,
     /// `portcullis.delegation_token.operations`: token API calls answered, by operation and outcome.
     pub token_operations: Counter<u64>,
+    /// `portcullis.config.reloads`: configuration reloads, by result (`applied`, `refused`).
+    pub config_reloads: Counter<u64>,
     meter: Meter,
 }
 
@@ -81,9 +83,23 @@ impl Instruments {
                     "Delegation-token API calls answered, by operation (create, renew, expire, describe) and outcome",
                 )
                 .build(),
+            config_reloads: meter
+                .u64_counter("portcullis.config.reloads")
+                .with_unit("{reload}")
+                .with_description(
+                    "Configuration reloads (SIGHUP, portcullis reload, a TLS file replaced), by result (applied, refused)",
+                )
+                .build(),
             meter,
         }
     }
+}
+
+/// Counts one configuration reload; `result` is `applied` or `refused`.
+pub fn config_reload(result: &'static str) {
+    instruments()
+        .config_reloads
+        .add(1, &[KeyValue::new("result", result)]);
 }
 
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();

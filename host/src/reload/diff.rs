@@ -1,0 +1,227 @@
+//! Which keys a reloaded file changes, and whether each can change while the node runs.
+//!
+//! The two files are compared key by key (tables flattened to dotted keys, an array is one
+//! value). Only the key names are reported, never a value: a value may be a secret. The
+//! environment overrides are the same for both (they are the process's), so they cannot make
+//! a difference.
+
+use std::collections::BTreeMap;
+
+/// Keys (and the tables under them) a reload applies to a running node. Everything else needs a
+/// restart.
+const LIVE: &[&str] = &[
+    "listener.sasl_mechanisms",
+    "listener.connections_max_reauth_ms",
+    "listener.connections_max_reauth_ms_by_mechanism",
+    "listener.failed_authentication_delay_ms",
+    "listener.max_pre_auth_frame_bytes",
+    "listener.max_frame_bytes",
+    "listener.tls.cert_file",
+    "listener.tls.key_file",
+    "listener.tls.ca_file",
+    "listener.tls.client_auth",
+    "limits",
+];
+
+/// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
+/// settings once, when it is built).
+const LIVE_WITH_ACL: &[&str] = &["authorizer.super_users"];
+
+/// Tables whose presence decides what the node runs (TLS or not, an authorizer or none):
+/// adding or removing one needs a restart, whatever is inside.
+const PRESENCE: &[&str] = &["listener.tls", "authorizer"];
+
+/// Whether a changed key can be applied while the node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Applied by the reload.
+    Live,
+    /// Refused: the node must be restarted for it.
+    Restart,
+}
+
+/// One changed key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The dotted key (`listener.tls.cert_file`).
+    pub key: String,
+    /// Whether a reload can apply it.
+    pub effect: Effect,
+}
+
+/// The keys that differ between `old` and `new` (added, removed or changed), in key order.
+/// `acl` says whether the built-in `acl` authorizer is the one in use (in both files).
+pub fn changes(old: &toml::Table, new: &toml::Table, acl: bool) -> Vec<Change> {
+    let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", old, &mut before);
+    flatten("", new, &mut after);
+    let mut out = Vec::new();
+    for table in PRESENCE {
+        if has_table(old, table) != has_table(new, table) {
+            out.push(Change {
+                key: (*table).to_owned(),
+                effect: Effect::Restart,
+            });
+        }
+    }
+    let present_in_one = |key: &str| {
+        out.iter()
+            .any(|c: &Change| key.starts_with(&format!("{}.", c.key)))
+    };
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let mut changed = Vec::new();
+    for key in keys {
+        if before.get(key) == after.get(key) || present_in_one(key) {
+            continue;
+        }
+        changed.push(Change {
+            key: key.clone(),
+            effect: effect_of(key, acl),
+        });
+    }
+    out.extend(changed);
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+fn effect_of(key: &str, acl: bool) -> Effect {
+    let under = |prefix: &&str| key == *prefix || key.starts_with(&format!("{prefix}."));
+    if LIVE.iter().any(under) || (acl && LIVE_WITH_ACL.iter().any(under)) {
+        Effect::Live
+    } else {
+        Effect::Restart
+    }
+}
+
+fn has_table(root: &toml::Table, dotted: &str) -> bool {
+    let mut table = root;
+    for part in dotted.split('.') {
+        match table.get(part) {
+            Some(toml::Value::Table(inner)) => table = inner,
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn flatten<'a>(prefix: &str, table: &'a toml::Table, out: &mut BTreeMap<String, &'a toml::Value>) {
+    for (key, value) in table {
+        let dotted = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) => flatten(&dotted, inner, out),
+            other => {
+                out.insert(dotted, other);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[node]
+id = 1
+data_dir = "data"
+[listener]
+address = "127.0.0.1:9092"
+sasl_mechanisms = ["SCRAM-SHA-512", "PLAIN"]
+[listener.tls]
+cert_file = "a.pem"
+key_file = "a.key"
+[upstream]
+password = "s3cret"
+[authorizer]
+super_users = ["User:admin"]
+"#;
+
+    fn diff(new: &str, acl: bool) -> Vec<(String, Effect)> {
+        let old: toml::Table = toml::from_str(BASE).unwrap();
+        let new: toml::Table = toml::from_str(new).unwrap();
+        changes(&old, &new, acl)
+            .into_iter()
+            .map(|c| (c.key, c.effect))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_file_changes_nothing() {
+        assert!(diff(BASE, true).is_empty());
+    }
+
+    #[test]
+    fn live_keys_are_applied_and_others_need_a_restart() {
+        let new = BASE
+            .replace("a.pem", "b.pem")
+            .replace(r#"["SCRAM-SHA-512", "PLAIN"]"#, r#"["SCRAM-SHA-512"]"#)
+            .replace("id = 1", "id = 2")
+            .replace("127.0.0.1:9092", "127.0.0.1:9093");
+        assert_eq!(
+            diff(&new, true),
+            [
+                ("listener.address".to_owned(), Effect::Restart),
+                ("listener.sasl_mechanisms".to_owned(), Effect::Live),
+                ("listener.tls.cert_file".to_owned(), Effect::Live),
+                ("node.id".to_owned(), Effect::Restart),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_added_or_removed_key_is_a_change() {
+        let new = BASE.replace("[upstream]\npassword = \"s3cret\"\n", "[upstream]\n")
+            + "[limits]\nmax_connections = 5\n";
+        assert_eq!(
+            diff(&new, true),
+            [
+                ("limits.max_connections".to_owned(), Effect::Live),
+                ("upstream.password".to_owned(), Effect::Restart),
+            ]
+        );
+    }
+
+    #[test]
+    fn super_users_are_live_only_with_the_built_in_authorizer() {
+        let new = BASE.replace(r#"["User:admin"]"#, r#"["User:admin", "User:bob"]"#);
+        assert_eq!(
+            diff(&new, true),
+            [("authorizer.super_users".to_owned(), Effect::Live)]
+        );
+        assert_eq!(
+            diff(&new, false),
+            [("authorizer.super_users".to_owned(), Effect::Restart)]
+        );
+    }
+
+    #[test]
+    fn switching_tls_or_the_authorizer_on_or_off_needs_a_restart() {
+        let start = BASE.find("[listener.tls]").unwrap();
+        let end = BASE.find("[upstream]").unwrap();
+        let without_tls = format!("{}{}", &BASE[..start], &BASE[end..]);
+        assert_eq!(
+            diff(&without_tls, true),
+            [("listener.tls".to_owned(), Effect::Restart)]
+        );
+        let start = BASE.find("[authorizer]").unwrap();
+        let without_authorizer = &BASE[..start];
+        assert_eq!(
+            diff(without_authorizer, true),
+            [("authorizer".to_owned(), Effect::Restart)]
+        );
+    }
+
+    #[test]
+    fn a_prefix_is_not_a_parent_key() {
+        // `limits_x` is not under `limits`.
+        assert_eq!(effect_of("limitsx.max", true), Effect::Restart);
+        assert_eq!(
+            effect_of("limits.failed_authentication.max_delay_ms", true),
+            Effect::Live
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! Live reconfiguration (issue 23): the configuration file read again while the node runs,
+//! checked as at start-up, and applied as a whole or not at all.
+//!
+//! | module  | its one job                                                             |
+//! |---------|-------------------------------------------------------------------------|
+//! | `diff`  | which keys changed, and whether each can change live                    |
+//! | `files` | the listener's TLS files, polled for a replacement                      |
+//! | `run`   | the triggers: SIGHUP, the file poll (the admin endpoint calls [`Reloader::run`]) |
+//!
+//! A reload reads the file (and the process's `PORTCULLIS_*` overrides) with the same
+//! [`crate::config::load`] as start-up, so every `check-config` rule applies and errors name the
+//! key; a key that cannot change while the node runs refuses the reload and names the key; then
+//! everything the new configuration needs is built (mechanisms, the TLS acceptor from the files
+//! read again, the super users) and only then published, in one swap of the listener's snapshot
+//! (`server::live`). Any error leaves the running configuration untouched. Every reload is
+//! logged, counted (`portcullis.config.reloads` by `result`) and written to the audit log.
+
+pub mod diff;
+pub mod files;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use portcullis_plugin_acl::{AclAuthorizer, AclAuthorizerError};
+use sha2::{Digest, Sha256};
+
+use crate::config::{self, Config, ConfigError};
+use crate::node::{Node, NodeError};
+use crate::server::live::{ListenerHandle, LiveTlsError};
+use diff::{Change, Effect};
+use files::Stamp;
+pub use run::{spawn_file_poll, spawn_sighup};
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// SIGHUP.
+    Signal,
+    /// `POST /reload` on the admin endpoint (`portcullis reload`).
+    Admin,
+    /// A watched TLS file changed.
+    Files,
+}
+
+impl Trigger {
+    /// Its name in logs, the audit log and the command's output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Signal => "signal",
+            Trigger::Admin => "admin",
+            Trigger::Files => "files",
+        }
+    }
+}
+
+/// Why a reload was refused. The running configuration is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The file does not load (syntax, unknown key, invalid value, missing file).
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Keys that only a restart can change.
+    #[error("{} changed; {} while the node runs: needs a restart", keys.join(", "), if keys.len() == 1 { "it cannot change" } else { "they cannot change" })]
+    NeedsRestart {
+        /// The keys, dotted.
+        keys: Vec<String>,
+    },
+    /// The enabled mechanisms cannot be built.
+    #[error("listener.sasl_mechanisms: {0}")]
+    Mechanisms(NodeError),
+    /// The listener's TLS configuration cannot be built from its files.
+    #[error(transparent)]
+    Tls(#[from] LiveTlsError),
+    /// A super user is not `type:name`.
+    #[error("authorizer.super_users: {0}")]
+    SuperUsers(#[from] AclAuthorizerError),
+}
+
+/// What a reload did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The keys applied, and `listener.tls files` when the files' contents changed.
+    pub changed: Vec<String>,
+    /// The fingerprint of the configuration now running.
+    pub fingerprint: String,
+}
+
+/// The outcome of one reload, as the admin endpoint and the command report it.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What asked for it.
+    pub trigger: Trigger,
+    /// What changed, or why nothing did.
+    pub result: Result<Applied, Refusal>,
+    /// The fingerprint of the configuration running after it.
+    pub fingerprint: String,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.result {
+            Ok(applied) if applied.changed.is_empty() => write!(
+                f,
+                "reload applied (trigger: {}): nothing changed; fingerprint {}",
+                self.trigger.name(),
+                self.fingerprint
+            ),
+            Ok(applied) => write!(
+                f,
+                "reload applied (trigger: {}): changed {}; fingerprint {}",
+                self.trigger.name(),
+                applied.changed.join(", "),
+                self.fingerprint
+            ),
+            Err(refusal) => write!(
+                f,
+                "reload refused (trigger: {}): {refusal}; the running configuration is unchanged (fingerprint {})",
+                self.trigger.name(),
+                self.fingerprint
+            ),
+        }
+    }
+}
+
+/// The configuration running now.
+struct Running {
+    config: Config,
+    fingerprint: String,
+    /// The TLS files as they were when applied.
+    files: Vec<Stamp>,
+}
+
+/// Reloads a running node's configuration file. One reload at a time.
+pub struct Reloader {
+    node: Arc<Node>,
+    listener: ListenerHandle,
+    path: PathBuf,
+    running: Mutex<Running>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// A reloader for `node`, whose listener is `listener`, reading the file the node was
+    /// started from.
+    pub fn new(node: Arc<Node>, listener: ListenerHandle) -> Self {
+        let config = node.config.clone();
+        let path = config
+            .plugins
+            .source
+            .as_ref()
+            .map(|s| s.path.clone())
+            .unwrap_or_default();
+        let files = files::stamps(&files::tls_files(&config));
+        let fingerprint = fingerprint(&config, &files);
+        Self {
+            node,
+            listener,
+            path,
+            running: Mutex::new(Running {
+                config,
+                fingerprint,
+                files,
+            }),
+        }
+    }
+
+    /// The file the node reloads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The fingerprint of the running configuration: a SHA-256 of the file's text and of the
+    /// listener's TLS files (its first 16 hex digits), the same on two nodes that run the same.
+    pub fn fingerprint(&self) -> String {
+        self.lock().fingerprint.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The TLS files the running configuration names, with their stamps when applied.
+    pub(crate) fn watched(&self) -> Vec<Stamp> {
+        self.lock().files.clone()
+    }
+
+    /// Reloads, then logs, counts and audits the outcome. Blocking (it reads files): call it
+    /// off the async workers.
+    pub fn run(&self, trigger: Trigger) -> Outcome {
+        let mut running = self.lock();
+        let result = self.reload(&mut running);
+        let outcome = Outcome {
+            trigger,
+            result,
+            fingerprint: running.fingerprint.clone(),
+        };
+        drop(running);
+        self.report(&outcome);
+        outcome
+    }
+
+    fn reload(&self, running: &mut Running) -> Result<Applied, Refusal> {
+        let new = config::load(&self.path)?;
+        let acl = |c: &Config| c.authorizer.as_ref().is_some_and(|a| a.plugin == "acl");
+        let changes = diff::changes(
+            &table_of(&running.config),
+            &table_of(&new),
+            acl(&running.config) && acl(&new),
+        );
+        let restart: Vec<String> = changes
+            .iter()
+            .filter(|c| c.effect == Effect::Restart)
+            .map(|c| c.key.clone())
+            .collect();
+        if !restart.is_empty() {
+            return Err(Refusal::NeedsRestart { keys: restart });
+        }
+        let current = self.listener.services();
+        let mechanisms = self
+            .node
+            .mechanisms_for(&new, &current.mechanisms)
+            .map_err(Refusal::Mechanisms)?;
+        let super_users = match &new.authorizer {
+            Some(settings) if acl(&new) => {
+                Some(AclAuthorizer::normalise_super_users(&settings.super_users)?)
+            }
+            _ => None,
+        };
+        let files = files::stamps(&files::tls_files(&new));
+        let services = Arc::new(current.with_enabled_mechanisms(mechanisms));
+        // The last step that can fail builds the TLS acceptor (reading the files) and then
+        // publishes the whole snapshot; the super users follow (they cannot fail any more).
+        self.listener.apply(&new, services)?;
+        if let Some(super_users) = super_users {
+            self.node.super_users.store(super_users);
+        }
+        let mut changed: Vec<String> = changes.into_iter().map(|c: Change| c.key).collect();
+        if files != running.files && !changed.iter().any(|k| k.starts_with("listener.tls.")) {
+            changed.push("listener.tls files (content)".to_owned());
+        }
+        running.fingerprint = fingerprint(&new, &files);
+        running.config = new;
+        running.files = files;
+        Ok(Applied {
+            changed,
+            fingerprint: running.fingerprint.clone(),
+        })
+    }
+
+    fn report(&self, outcome: &Outcome) {
+        let result = if outcome.result.is_ok() {
+            "applied"
+        } else {
+            "refused"
+        };
+        crate::telemetry::metrics::config_reload(result);
+        match &outcome.result {
+            Ok(_) => tracing::info!(
+                trigger = outcome.trigger.name(),
+                fingerprint = %outcome.fingerprint,
+                file = %self.path.display(),
+                "{outcome}"
+            ),
+            Err(_) => tracing::warn!(
+                trigger = outcome.trigger.name(),
+                fingerprint = %outcome.fingerprint,
+                file = %self.path.display(),
+                "{outcome}"
+            ),
+        }
+        if let Some(audit) = &self.node.audit {
+            audit.write_line(audit_line(outcome, result));
+        }
+    }
+}
+
+/// The audit log's record of a reload: one JSON object, like the authorization decisions.
+fn audit_line(outcome: &Outcome, result: &str) -> String {
+    let (changed, reason) = match &outcome.result {
+        Ok(applied) => (applied.changed.clone(), None),
+        Err(refusal) => (Vec::new(), Some(refusal.to_string())),
+    };
+    serde_json::json!({
+        "event": "config_reload",
+        "time_ms": crate::clock::now_ms(),
+        "trigger": outcome.trigger.name(),
+        "result": result,
+        "changed": changed,
+        "reason": reason,
+        "fingerprint": outcome.fingerprint,
+    })
+    .to_string()
+}
+
+/// The file's text as a table (it was parsed already when loaded; an empty table otherwise).
+fn table_of(config: &Config) -> toml::Table {
+    config
+        .plugins
+        .source
+        .as_ref()
+        .and_then(|s| toml::from_str(&s.text).ok())
+        .unwrap_or_default()
+}
+
+fn fingerprint(config: &Config, files: &[Stamp]) -> String {
+    let mut hash = Sha256::new();
+    if let Some(source) = &config.plugins.source {
+        hash.update(source.text.as_bytes());
+    }
+    for (path, digest) in files {
+        hash.update(path.as_os_str().as_encoded_bytes());
+        hash.update(digest.unwrap_or_default());
+    }
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_names_the_keys_and_says_nothing_changed() {
+        let outcome = Outcome {
+            trigger: Trigger::Admin,
+            result: Err(Refusal::NeedsRestart {
+                keys: vec!["listener.address".into(), "node.id".into()],
+            }),
+            fingerprint: "0123456789abcdef".into(),
+        };
+        let text = outcome.to_string();
+        assert!(text.starts_with("reload refused (trigger: admin): listener.address, node.id changed; they cannot change while the node runs: needs a restart"), "{text}");
+        assert!(
+            text.contains("unchanged (fingerprint 0123456789abcdef)"),
+            "{text}"
+        );
+        let line: serde_json::Value =
+            serde_json::from_str(&audit_line(&outcome, "refused")).unwrap();
+        assert_eq!(line["event"], "config_reload");
+        assert_eq!(line["result"], "refused");
+        assert!(line["reason"].as_str().unwrap().contains("node.id"));
+    }
+
+    #[test]
+    fn an_applied_reload_lists_what_changed() {
+        let outcome = Outcome {
+            trigger: Trigger::Files,
+            result: Ok(Applied {
+                changed: vec!["listener.tls files (content)".into()],
+                fingerprint: "f".into(),
+            }),
+            fingerprint: "f".into(),
+        };
+        assert_eq!(
+            outcome.to_string(),
+            "reload applied (trigger: files): changed listener.tls files (content); fingerprint f"
+        );
+    }
+}
