@@ -125,8 +125,8 @@ pub(super) fn cluster_status(path: &Path, out: &mut dyn Write) -> anyhow::Result
     )?;
     writeln!(
         out,
-        "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  LAST REPORT",
-        "NODE", "ADDRESS", "ROLE", "APPLIED", "LAG"
+        "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  {:<16}  LAST REPORT",
+        "NODE", "ADDRESS", "ROLE", "APPLIED", "LAG", "CONFIG"
     )?;
     for node in status.nodes.values() {
         let age = now - node.reported_at_ms;
@@ -137,12 +137,13 @@ pub(super) fn cluster_status(path: &Path, out: &mut dyn Write) -> anyhow::Result
         };
         writeln!(
             out,
-            "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  {:.1}s ago",
+            "{:<6}  {:<24}  {:<10}  {:>10}  {:>8}  {:<16}  {:.1}s ago",
             node.node_id,
             node.address,
             role,
             node.applied,
             status.log_end.saturating_sub(node.applied),
+            node.config_fingerprint.as_deref().unwrap_or("-"),
             age as f64 / 1000.0
         )?;
     }

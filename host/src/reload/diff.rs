@@ -104,6 +104,13 @@ fn has_table(root: &toml::Table, dotted: &str) -> bool {
     true
 }
 
+/// `table` as dotted keys and their values (tables flattened, an array is one value).
+pub fn flat(table: &toml::Table) -> BTreeMap<String, &toml::Value> {
+    let mut out = BTreeMap::new();
+    flatten("", table, &mut out);
+    out
+}
+
 fn flatten<'a>(prefix: &str, table: &'a toml::Table, out: &mut BTreeMap<String, &'a toml::Value>) {
     for (key, value) in table {
         let dotted = if prefix.is_empty() {

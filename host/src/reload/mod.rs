@@ -160,6 +160,7 @@ impl Reloader {
             .unwrap_or_default();
         let files = files::stamps(&files::tls_files(&config));
         let fingerprint = fingerprint(&config, &files);
+        publish_fingerprint(&node, &fingerprint);
         Self {
             node,
             listener,
@@ -177,8 +178,8 @@ impl Reloader {
         &self.path
     }
 
-    /// The fingerprint of the running configuration: a SHA-256 of the file's text and of the
-    /// listener's TLS files (its first 16 hex digits), the same on two nodes that run the same.
+    /// The fingerprint of the running configuration (see `fingerprint`): the same on two nodes
+    /// that run the same shared configuration and certificates.
     pub fn fingerprint(&self) -> String {
         self.lock().fingerprint.clone()
     }
@@ -247,6 +248,7 @@ impl Reloader {
             changed.push("listener.tls files (content)".to_owned());
         }
         running.fingerprint = fingerprint(&new, &files);
+        publish_fingerprint(&self.node, &running.fingerprint);
         running.config = new;
         running.files = files;
         Ok(Applied {
@@ -282,6 +284,13 @@ impl Reloader {
     }
 }
 
+/// A node of a cluster reports the fingerprint with its status (`portcullis cluster status`).
+fn publish_fingerprint(node: &Node, fingerprint: &str) {
+    if let crate::node::NodeStore::Kafka(store) = &node.store {
+        store.set_config_fingerprint(fingerprint.to_owned());
+    }
+}
+
 /// The audit log's record of a reload: one JSON object, like the authorization decisions.
 fn audit_line(outcome: &Outcome, result: &str) -> String {
     let (changed, reason) = match &outcome.result {
@@ -310,13 +319,35 @@ fn table_of(config: &Config) -> toml::Table {
         .unwrap_or_default()
 }
 
+/// Keys that differ from node to node of one cluster by design (identity, addresses, its own
+/// files): left out of the fingerprint, so that nodes running the same shared configuration show
+/// the same one.
+const PER_NODE: &[&str] = &[
+    "node",
+    "listener.address",
+    "listener.advertised_host",
+    "listener.broker_port_base",
+    "cluster.listener",
+    "cluster.advertised_address",
+    "cluster.cert_file",
+    "cluster.key_file",
+    "telemetry.prometheus_address",
+];
+
+/// The first 16 hex digits of a SHA-256 of every key and value of the file but the per-node
+/// ones, and of the contents of the listener's TLS files (not their paths).
 fn fingerprint(config: &Config, files: &[Stamp]) -> String {
+    let table = table_of(config);
     let mut hash = Sha256::new();
-    if let Some(source) = &config.plugins.source {
-        hash.update(source.text.as_bytes());
+    for (key, value) in diff::flat(&table) {
+        let per_node = PER_NODE
+            .iter()
+            .any(|p| key == *p || key.starts_with(&format!("{p}.")));
+        if !per_node {
+            hash.update(format!("{key}={value}\n").as_bytes());
+        }
     }
-    for (path, digest) in files {
-        hash.update(path.as_os_str().as_encoded_bytes());
+    for (_, digest) in files {
         hash.update(digest.unwrap_or_default());
     }
     hash.finalize()
@@ -350,6 +381,25 @@ mod tests {
         assert_eq!(line["event"], "config_reload");
         assert_eq!(line["result"], "refused");
         assert!(line["reason"].as_str().unwrap().contains("node.id"));
+    }
+
+    #[test]
+    fn the_fingerprint_leaves_out_what_differs_per_node() {
+        let with = |text: &str| {
+            let mut config: Config = toml::from_str(text).unwrap();
+            config.plugins.source = Some(crate::config::ConfigSource {
+                path: "p.toml".into(),
+                text: text.to_owned(),
+            });
+            fingerprint(&config, &[])
+        };
+        let node = |id: u32, port: u16, users: &str| {
+            format!("[node]\nid = {id}\ndata_dir = \"d{id}\"\n[listener]\naddress = \"127.0.0.1:{port}\"\nadvertised_host = \"h\"\nbroker_port_base = 9100\nsasl_mechanisms = [\"PLAIN\"]\n[upstream]\nbootstrap_servers = [\"k:9092\"]\n[authorizer]\nsuper_users = [{users}]\n")
+        };
+        let one = with(&node(1, 9092, "\"User:a\""));
+        assert_eq!(one.len(), 16);
+        assert_eq!(one, with(&node(2, 9093, "\"User:a\"")));
+        assert_ne!(one, with(&node(1, 9092, "\"User:b\"")));
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub(crate) struct Shared {
     /// Set when the writer was fenced while the group still assigns it the partition: the
     /// election thread leaves the group and joins again, so the group decides afresh.
     pub(crate) rejoin: AtomicBool,
+    /// The fingerprint of the configuration the node runs (the host sets it at start and after
+    /// each applied reload), reported with the node's status so an operator sees drift.
+    pub(crate) config_fingerprint: Mutex<Option<String>>,
 }
 
 impl Shared {

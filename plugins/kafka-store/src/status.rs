@@ -37,6 +37,9 @@ pub struct NodeStatus {
     pub log_end: Option<u64>,
     /// When it reported (ms since the epoch).
     pub reported_at_ms: i64,
+    /// The fingerprint of the configuration it runs (absent in reports of older builds).
+    #[serde(default)]
+    pub config_fingerprint: Option<String>,
 }
 
 pub(crate) fn publish(shared: Arc<Shared>) {
@@ -78,6 +81,11 @@ pub(crate) fn publish(shared: Arc<Shared>) {
             applied,
             log_end,
             reported_at_ms: now_ms(),
+            config_fingerprint: shared
+                .config_fingerprint
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
         };
         let value = serde_json::to_vec(&status).unwrap_or_default();
         let record = BaseRecord::to(&shared.topics.status)
@@ -247,5 +255,17 @@ mod tests {
         // The host's `cluster status` turns it into an anyhow error.
         fn send_sync_static<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
         send_sync_static(&error);
+    }
+
+    #[test]
+    fn a_report_without_a_fingerprint_still_reads() {
+        let old = r#"{"node_id":1,"address":"a:1","role":"follower","term":null,"applied":3,"log_end":4,"reported_at_ms":5}"#;
+        let status: super::NodeStatus = serde_json::from_str(old).unwrap();
+        assert_eq!(status.config_fingerprint, None);
+        let mut new = status.clone();
+        new.config_fingerprint = Some("0123456789abcdef".into());
+        let again: super::NodeStatus =
+            serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(again, new);
     }
 }

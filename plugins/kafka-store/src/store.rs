@@ -52,6 +52,18 @@ pub struct KafkaMetadataStore {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
+impl KafkaMetadataStore {
+    /// Reports `fingerprint` (the configuration this node runs) in the node's status from the
+    /// next report on; `portcullis cluster status` shows it per node.
+    pub fn set_config_fingerprint(&self, fingerprint: String) {
+        *self
+            .shared
+            .config_fingerprint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(fingerprint);
+    }
+}
+
 impl std::fmt::Debug for KafkaMetadataStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaMetadataStore")
@@ -93,6 +105,7 @@ impl KafkaMetadataStore {
             role: Mutex::new(RoleState::Follower),
             stop: AtomicBool::new(false),
             rejoin: AtomicBool::new(false),
+            config_fingerprint: Mutex::new(None),
             settings,
         });
         let store = Self {
