@@ -37,6 +37,8 @@ class Settings:
     extra_listener: str = ""  # raw TOML lines added to [listener]
     address_port: int | None = None  # overrides the listener port in the file only
     tail: str = ""  # raw TOML appended at the end
+    node_id: int = 1
+    plugin_dir: Path | None = None  # default: the node's own empty directory
 
 
 class ReloadNode:
@@ -69,8 +71,8 @@ class ReloadNode:
         p = self.process
         port = s.address_port or p.listener_port
         lines = [
-            "[node]", "id = 1", f"data_dir = {toml_value(str(p.workdir / 'data'))}", "",
-            "[plugins]", f"dir = {toml_value(str(p.workdir / 'plugins'))}", "",
+            "[node]", f"id = {s.node_id}", f"data_dir = {toml_value(str(p.workdir / 'data'))}", "",
+            "[plugins]", f"dir = {toml_value(str(s.plugin_dir or p.workdir / 'plugins'))}", "",
             "[listener]",
             f"address = {toml_value(f'127.0.0.1:{port}')}",
             'advertised_host = "127.0.0.1"',
@@ -128,6 +130,18 @@ class ReloadNode:
             ca_file=ca_file,
             process=self.process,
         )
+
+
+def cluster_fingerprints(binary: Path, config: Path) -> dict[int, str]:
+    """`portcullis cluster status`: each reporting node's CONFIG column, by node id."""
+    r = subprocess.run([str(binary), "cluster", "status", "--config", str(config)],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"cluster status failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("NODE"))
+    column = lines[header].split().index("CONFIG")
+    return {int(line.split()[0]): line.split()[column] for line in lines[header + 1:] if line.strip()}
 
 
 def reload_count(endpoint: MetricsEndpoint, result: str) -> int:

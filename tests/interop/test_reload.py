@@ -21,7 +21,8 @@ from clients import confluent_conf, confluent_consume, confluent_create_topic, c
 from conftest import PORTCULLIS_USERS, free_ports, make_tls_files
 from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Conn
 from reauth_support import ReauthConn
-from reload_support import ReloadNode, Settings, replace_file, served_serial, server_cert
+from cluster_support import cluster_tls, store_sections
+from reload_support import ReloadNode, Settings, cluster_fingerprints, replace_file, served_serial, server_cert
 
 pytestmark = pytest.mark.portcullis_only
 
@@ -224,3 +225,43 @@ def test_a_super_user_added_by_reload_is_one_for_a_new_connection(launcher, uniq
     confluent_create_topic(carol, topic, partitions=1)
     sent = confluent_produce(carol, topic, 20)
     assert confluent_consume(carol, topic, unique("reload-super-group"), len(sent)) == sent
+
+
+def test_cluster_status_shows_each_nodes_config_fingerprint(launcher, run_dir, unique):
+    """Two nodes of one kafka-store cluster with the same shared configuration show the same
+    fingerprint; a reload of one of them shows as drift, and the same reload of the other ends it."""
+    cluster_id = unique("reload-fp")
+    tls = cluster_tls(run_dir)
+    shared_plugins = run_dir / f"{cluster_id}-plugins"
+    shared_plugins.mkdir()
+    nodes, settings = [], []
+    for i in (1, 2):
+        (inter_node_port,) = free_ports(1)
+        tail = store_sections(tls, cluster_id=cluster_id, node_name=f"{cluster_id}-node-{i}",
+                              listener_port=inter_node_port)
+        s = Settings(node_id=i, tail=tail, plugin_dir=shared_plugins, super_users=["User:admin"])
+        settings.append(s)
+        nodes.append(ReloadNode(launcher, f"{cluster_id}-{i}", s))
+
+    def both_reported():
+        got = cluster_fingerprints(nodes[0].binary, nodes[0].config)
+        return got if set(got) == {1, 2} and "-" not in got.values() else None
+
+    start = wait_for(both_reported, 30, "both nodes report a fingerprint")
+    assert start[1] == start[2], start
+
+    settings[0].super_users = ["User:admin", "User:carol"]
+    nodes[0].write(settings[0])
+    r = nodes[0].reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    new = r.stdout.split("fingerprint ")[-1].strip()
+    assert new != start[1]
+    drift = wait_for(lambda: (lambda g: g if g[1] == new else None)(cluster_fingerprints(nodes[0].binary, nodes[0].config)),
+                     10, "node 1 reports its new fingerprint")
+    assert drift[2] == start[2], drift
+
+    settings[1].super_users = ["User:admin", "User:carol"]
+    nodes[1].write(settings[1])
+    nodes[1].sighup()
+    wait_for(lambda: cluster_fingerprints(nodes[0].binary, nodes[0].config) == {1: new, 2: new}, 10,
+             "node 2 reports the same fingerprint after the same reload")
