@@ -1,9 +1,9 @@
 //! What a configuration reload replaces on a running listener, as one immutable snapshot
-//! ([`Live`], behind an `ArcSwap`): the framework's `ConnectionConfig` (mechanisms and the rest of
+//! (`Live`, behind an `ArcSwap`): the framework's `ConnectionConfig` (mechanisms and the rest of
 //! the node's services, frame limits, failure throttle, re-authentication limits), the TLS
 //! acceptor, and the per-connection time limits. A connection takes the snapshot when it is
 //! accepted (the TLS handshake uses that snapshot's certificate), and its `Connection` takes a
-//! fresh `ConnectionConfig` at each re-authentication ([`LiveSource`]). Established TLS sessions
+//! fresh `ConnectionConfig` at each re-authentication (`LiveSource`). Established TLS sessions
 //! keep the rustls configuration they were accepted with.
 
 use std::sync::Arc;
