@@ -9,6 +9,7 @@ file may run in parallel with the others.
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -133,7 +134,9 @@ def test_broken_reloads_are_refused_with_the_key_named_and_a_good_one_applies(la
     name = unique("reload-refuse")
     tls = make_tls_files(run_dir / f"{name}-ca")
     other_cert, other_key = server_cert(tls, run_dir / f"{name}-other", 4242)
-    good = Settings(tls=tls)
+    audit = run_dir / f"{name}-audit.jsonl"
+    audit_section = f"\n[audit]\nfile = {json.dumps(str(audit))}\n"
+    good = Settings(tls=tls, tail=audit_section)
     node = ReloadNode(launcher, name, good)
     host, port = "127.0.0.1", node.process.listener_port
     serial = served_serial(host, port, tls.ca_cert)
@@ -144,12 +147,14 @@ def test_broken_reloads_are_refused_with_the_key_named_and_a_good_one_applies(la
     good_text = node.text(good)
     broken = [
         ("a TOML syntax error", good_text + "\n[listener\n", ["line"]),
-        ("an unknown key", node.text(Settings(tls=tls, extra_listener="bogus_key = 1")), ["listener.bogus_key"]),
+        ("an unknown key", node.text(Settings(tls=tls, tail=audit_section, extra_listener="bogus_key = 1")),
+         ["listener.bogus_key"]),
         ("a missing certificate file",
-         node.text(Settings(tls=tls, cert_file=run_dir / f"{name}-missing.pem")), ["listener.tls.cert_file"]),
-        ("a key that is not the certificate's", node.text(Settings(tls=tls, key_file=other_key)),
+         node.text(Settings(tls=tls, tail=audit_section, cert_file=run_dir / f"{name}-missing.pem")),
+         ["listener.tls.cert_file"]),
+        ("a key that is not the certificate's", node.text(Settings(tls=tls, tail=audit_section, key_file=other_key)),
          ["listener.tls.key_file"]),
-        ("a key that needs a restart", node.text(Settings(tls=tls, address_port=other_port)),
+        ("a key that needs a restart", node.text(Settings(tls=tls, tail=audit_section, address_port=other_port)),
          ["listener.address", "restart"]),
     ]
     for i, (what, text, named) in enumerate(broken, start=1):
@@ -168,12 +173,25 @@ def test_broken_reloads_are_refused_with_the_key_named_and_a_good_one_applies(la
     assert other_cert.exists()
 
     # A good reload after them applies.
-    node.write(Settings(tls=tls, mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256"]))
+    node.write(Settings(tls=tls, tail=audit_section, mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256"]))
     r = node.reload()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "applied" in r.stdout and "listener.sasl_mechanisms" in r.stdout, r.stdout
     assert node.reloads("applied") == 1
     assert metadata_ok(conf)
+
+    # The audit log says why each was refused, and what the good one changed.
+    def reload_records():
+        lines = audit.read_text().splitlines() if audit.exists() else []
+        return [r for r in map(json.loads, lines) if r.get("event") == "config_reload"]
+
+    records = wait_for(lambda: (lambda rs: rs if len(rs) == len(broken) + 1 else None)(reload_records()), 5,
+                       "one audit record per reload")
+    assert [r["result"] for r in records] == ["refused"] * len(broken) + ["applied"]
+    for record, (what, _, named) in zip(records, broken):
+        assert all(word in record["reason"] for word in named), (what, record)
+    assert records[-1]["changed"] == ["listener.sasl_mechanisms"], records[-1]
+    assert records[-1]["trigger"] == "admin"
 
 
 def test_a_mechanism_removed_by_sighup_is_refused_to_new_logins_and_at_the_next_reauthentication(launcher, unique):
