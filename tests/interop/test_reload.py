@@ -283,3 +283,58 @@ def test_cluster_status_shows_each_nodes_config_fingerprint(launcher, run_dir, u
     nodes[1].sighup()
     wait_for(lambda: cluster_fingerprints(nodes[0].binary, nodes[0].config) == {1: new, 2: new}, 10,
              "node 2 reports the same fingerprint after the same reload")
+
+
+def test_a_java_producer_on_a_removed_mechanism_is_refused_at_its_next_reauthentication(launcher, java, run_dir,
+                                                                                        unique):
+    """Kafka's Java producer, logged in with PLAIN and re-authenticating every ~5 s (85-95 % of a
+    6 s session), keeps producing across a SIGHUP reload that removes PLAIN until its next
+    re-authentication, which Portcullis refuses (then it cannot log in again)."""
+    from prometheus import security_counters  # noqa: PLC0415
+
+    reauth_ms = 6000
+    name = unique("reload-java")
+    node = ReloadNode(launcher, name, Settings(reauth_ms=reauth_ms))
+    user, password = "alice", PORTCULLIS_USERS["alice"]
+    props = run_dir / f"{name}.properties"
+    props.write_text(
+        f"bootstrap.servers={node.process.bootstrap}\n"
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{password}";\n'
+        "max.block.ms=5000\n"
+        "delivery.timeout.ms=10000\nrequest.timeout.ms=5000\n"
+    )
+    topic = unique("reload-java")
+    result = {}
+    runner = threading.Thread(
+        target=lambda: result.update(r=java.run("ReauthProducer", "produce", str(props), topic, "22", "50",
+                                                timeout=180)),
+        daemon=True)
+    runner.start()
+    # It logged in and re-authenticated with PLAIN at least once: it is a re-authenticating client.
+    wait_for(lambda: security_counters(node.metrics)["successful_reauthentication"] >= 1, 30,
+             "the Java producer re-authenticates with PLAIN")
+
+    node.write(Settings(reauth_ms=reauth_ms, mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256"]))
+    node.sighup()
+    wait_for(lambda: node.reloads("applied") == 1, 10, "the SIGHUP reload is applied")
+    at_reload = security_counters(node.metrics)
+    # Its next re-authentication (within one session lifetime of the reload) is refused.
+    wait_for(lambda: security_counters(node.metrics)["failed_reauthentication"] > at_reload["failed_reauthentication"],
+             reauth_ms / 1000 + 3, "the re-authentication with the removed mechanism is refused")
+    runner.join(timeout=200)
+    r = result["r"]
+    assert r.stdout.strip(), f"ReauthProducer printed nothing ({r.returncode}):\n{r.stderr[-3000:]}"
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    print(f"Java producer: {summary}")
+    # Records acknowledged before the refusal, and errors after it: the producer saw the refusal.
+    assert summary["acked"] > 0, summary
+    assert r.returncode != 0 and summary["failed"] > 0, summary
+    # Kafka's own client names the refusal, with the enabled list.
+    assert "UnsupportedSaslMechanismException" in summary["first_error"], summary
+    assert "[SCRAM-SHA-512, SCRAM-SHA-256]" in summary["first_error"], summary
+    assert summary["client_metrics"]["failed-reauthentication-total"] >= 1, summary
+    # The reload itself closed nothing: no session was expired or revoked by it.
+    assert at_reload["expired_connections_killed"] == 0 and at_reload["revoked_connections_closed"] == 0, at_reload
