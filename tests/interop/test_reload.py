@@ -249,7 +249,7 @@ def test_cluster_status_shows_each_nodes_config_fingerprint(launcher, run_dir, u
     """Two nodes of one kafka-store cluster with the same shared configuration show the same
     fingerprint; a reload of one of them shows as drift, and the same reload of the other ends it."""
     cluster_id = unique("reload-fp")
-    tls = cluster_tls(run_dir)
+    tls = cluster_tls(run_dir / cluster_id)  # a CA of this test's own: safe beside other workers
     shared_plugins = run_dir / f"{cluster_id}-plugins"
     shared_plugins.mkdir()
     nodes, settings = [], []
@@ -338,3 +338,35 @@ def test_a_java_producer_on_a_removed_mechanism_is_refused_at_its_next_reauthent
     assert summary["client_metrics"]["failed-reauthentication-total"] >= 1, summary
     # The reload itself closed nothing: no session was expired or revoked by it.
     assert at_reload["expired_connections_killed"] == 0 and at_reload["revoked_connections_closed"] == 0, at_reload
+
+
+def test_limits_and_the_session_lifetime_change_by_reload_without_closing_a_connection(launcher, unique):
+    """`[limits] max_connections_per_ip` lowered: the connections already open stay, the next one
+    from that address is closed at once. `connections_max_reauth_ms` lowered: an existing session
+    keeps its lifetime until it re-authenticates, and gets the new one then."""
+    node = ReloadNode(launcher, unique("reload-limits"), Settings(reauth_ms=60_000))
+    host, port = "127.0.0.1", node.process.listener_port
+    password = PORTCULLIS_USERS["alice"]
+    first, second = ReauthConn(host, port), ReauthConn(host, port)
+    try:
+        assert first.login_plain("alice", password).session_lifetime_ms == 60_000
+        second.login_plain("alice", password)
+
+        node.write(Settings(reauth_ms=3_000, tail="\n[limits]\nmax_connections_per_ip = 1\n"))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "limits.max_connections_per_ip" in r.stdout and "listener.connections_max_reauth_ms" in r.stdout, \
+            r.stdout
+
+        # Both connections (two from one address, over the new limit) are still served.
+        assert first.metadata_v1() and second.metadata_v1()
+        # A third one from that address is closed at once, without an answer.
+        with Conn(host, port) as third:
+            assert third.wait_closed(timeout=5) == b""
+        # The session lifetime given at the next re-authentication is the new one.
+        time.sleep(1.1)  # KIP-368: at least 1 s after the last authentication
+        assert first.login_plain("alice", password).session_lifetime_ms == 3_000
+        assert first.metadata_v1()
+    finally:
+        first.close()
+        second.close()
