@@ -27,6 +27,19 @@ const LIVE: &[&str] = &[
 /// settings once, when it is built).
 const LIVE_WITH_ACL: &[&str] = &["authorizer.super_users"];
 
+/// Live (for new upstream connections) only with the file store: the `kafka` store's own
+/// clients keep the TLS files they were created with.
+const LIVE_WITH_FILE_STORE: &[&str] = &["upstream.tls"];
+
+/// What the running node is, for the keys whose effect depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// The built-in `acl` authorizer is in use (before and after).
+    pub acl: bool,
+    /// The metadata store is the node's own file log.
+    pub file_store: bool,
+}
+
 /// Tables whose presence decides what the node runs (TLS or not, an authorizer or none):
 /// adding or removing one needs a restart, whatever is inside.
 const PRESENCE: &[&str] = &["listener.tls", "authorizer"];
@@ -50,8 +63,7 @@ pub struct Change {
 }
 
 /// The keys that differ between `old` and `new` (added, removed or changed), in key order.
-/// `acl` says whether the built-in `acl` authorizer is the one in use (in both files).
-pub fn changes(old: &toml::Table, new: &toml::Table, acl: bool) -> Vec<Change> {
+pub fn changes(old: &toml::Table, new: &toml::Table, context: Context) -> Vec<Change> {
     let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
     flatten("", old, &mut before);
     flatten("", new, &mut after);
@@ -76,7 +88,7 @@ pub fn changes(old: &toml::Table, new: &toml::Table, acl: bool) -> Vec<Change> {
         }
         changed.push(Change {
             key: key.clone(),
-            effect: effect_of(key, acl),
+            effect: effect_of(key, context),
         });
     }
     out.extend(changed);
@@ -84,9 +96,12 @@ pub fn changes(old: &toml::Table, new: &toml::Table, acl: bool) -> Vec<Change> {
     out
 }
 
-fn effect_of(key: &str, acl: bool) -> Effect {
+fn effect_of(key: &str, context: Context) -> Effect {
     let under = |prefix: &&str| key == *prefix || key.starts_with(&format!("{prefix}."));
-    if LIVE.iter().any(under) || (acl && LIVE_WITH_ACL.iter().any(under)) {
+    if LIVE.iter().any(under)
+        || (context.acl && LIVE_WITH_ACL.iter().any(under))
+        || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
+    {
         Effect::Live
     } else {
         Effect::Restart
@@ -150,7 +165,11 @@ super_users = ["User:admin"]
     fn diff(new: &str, acl: bool) -> Vec<(String, Effect)> {
         let old: toml::Table = toml::from_str(BASE).unwrap();
         let new: toml::Table = toml::from_str(new).unwrap();
-        changes(&old, &new, acl)
+        let context = Context {
+            acl,
+            file_store: true,
+        };
+        changes(&old, &new, context)
             .into_iter()
             .map(|c| (c.key, c.effect))
             .collect()
@@ -224,11 +243,33 @@ super_users = ["User:admin"]
 
     #[test]
     fn a_prefix_is_not_a_parent_key() {
+        let context = Context {
+            acl: true,
+            file_store: true,
+        };
         // `limits_x` is not under `limits`.
-        assert_eq!(effect_of("limitsx.max", true), Effect::Restart);
+        assert_eq!(effect_of("limitsx.max", context), Effect::Restart);
         assert_eq!(
-            effect_of("limits.failed_authentication.max_delay_ms", true),
+            effect_of("limits.failed_authentication.max_delay_ms", context),
             Effect::Live
+        );
+    }
+
+    #[test]
+    fn upstream_tls_is_live_only_with_the_file_store() {
+        let file = Context {
+            acl: false,
+            file_store: true,
+        };
+        let kafka = Context {
+            file_store: false,
+            ..file
+        };
+        assert_eq!(effect_of("upstream.tls.ca_file", file), Effect::Live);
+        assert_eq!(effect_of("upstream.tls.ca_file", kafka), Effect::Restart);
+        assert_eq!(
+            effect_of("upstream.bootstrap_servers", file),
+            Effect::Restart
         );
     }
 }

@@ -211,11 +211,11 @@ impl Reloader {
     fn reload(&self, running: &mut Running) -> Result<Applied, Refusal> {
         let new = config::load(&self.path)?;
         let acl = |c: &Config| c.authorizer.as_ref().is_some_and(|a| a.plugin == "acl");
-        let changes = diff::changes(
-            &table_of(&running.config),
-            &table_of(&new),
-            acl(&running.config) && acl(&new),
-        );
+        let context = diff::Context {
+            acl: acl(&running.config) && acl(&new),
+            file_store: running.config.store.kind == crate::config::StoreKind::File,
+        };
+        let changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
         let restart: Vec<String> = changes
             .iter()
             .filter(|c| c.effect == Effect::Restart)

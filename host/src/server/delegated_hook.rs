@@ -183,7 +183,7 @@ fn token_settings(upstream: &UpstreamSettings, login: Arc<dyn LoginModule>) -> U
     UpstreamSettings {
         bootstrap_servers: upstream.bootstrap_servers.clone(),
         login: Some(login),
-        tls: upstream.tls.clone(),
+        tls: Arc::clone(&upstream.tls),
         connect_timeout: upstream.connect_timeout,
         versions: arc_swap::ArcSwap::new(upstream.versions.load_full()),
     }

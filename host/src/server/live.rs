@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use portcullis::connection::{ConfigSource, ConnectionConfig, NodeServices};
 use portcullis::protocol::versions::ApiVersionTable;
 use portcullis::throttle::ThrottlePolicy;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::admission::Admission;
 use super::tls::{self, TlsSetupError};
@@ -36,10 +36,31 @@ pub(crate) struct ListenerFlags {
     pub(crate) admit_sessions: bool,
 }
 
-/// The listener's TLS configuration could not be built from `[listener.tls]`.
+/// A TLS configuration could not be built from its files.
 #[derive(Debug, thiserror::Error)]
-#[error("listener.tls: {0}")]
-pub struct LiveTlsError(#[from] pub TlsSetupError);
+pub enum LiveTlsError {
+    /// `[listener.tls]`.
+    #[error("listener.tls: {0}")]
+    Listener(#[source] TlsSetupError),
+    /// `[upstream.tls]`.
+    #[error("upstream.tls: {0}")]
+    Upstream(#[source] TlsSetupError),
+}
+
+/// The connector for the upstream brokers with `SSL` / `SASL_SSL` (`[upstream.tls]`, its
+/// defaults when absent); `None` without TLS.
+///
+/// # Errors
+/// A file is missing or unreadable, or rustls refuses the configuration.
+pub fn upstream_connector(config: &Config) -> Result<Option<TlsConnector>, LiveTlsError> {
+    if !config.upstream.security_protocol.uses_tls() {
+        return Ok(None);
+    }
+    let settings = config.upstream.tls.clone().unwrap_or_default();
+    tls::connector(&settings)
+        .map(Some)
+        .map_err(LiveTlsError::Upstream)
+}
 
 impl Live {
     /// The snapshot for `config` with `services`. The failure throttle of `previous` is kept
@@ -52,7 +73,7 @@ impl Live {
         previous: Option<&Live>,
     ) -> Result<Self, LiveTlsError> {
         let tls = match &config.listener.tls {
-            Some(settings) => Some(tls::acceptor(settings)?),
+            Some(settings) => Some(tls::acceptor(settings).map_err(LiveTlsError::Listener)?),
             None => None,
         };
         let listener = &config.listener;
@@ -110,6 +131,7 @@ impl ConfigSource for LiveSource {
 pub struct ListenerHandle {
     live: Arc<ArcSwap<Live>>,
     admission: Arc<Admission>,
+    upstream_tls: Arc<ArcSwapOption<TlsConnector>>,
     flags: ListenerFlags,
 }
 
@@ -123,11 +145,13 @@ impl ListenerHandle {
     pub(crate) fn new(
         live: Arc<ArcSwap<Live>>,
         admission: Arc<Admission>,
+        upstream_tls: Arc<ArcSwapOption<TlsConnector>>,
         flags: ListenerFlags,
     ) -> Self {
         Self {
             live,
             admission,
+            upstream_tls,
             flags,
         }
     }
@@ -137,9 +161,9 @@ impl ListenerHandle {
         Arc::clone(&self.live.load().connection_config.services)
     }
 
-    /// Builds everything `config` needs (reading the TLS files again) and only then publishes
-    /// it: new connections and re-authentications use it from the moment this returns `Ok`; on
-    /// an error nothing changed.
+    /// Builds everything `config` needs (reading the listener's and the upstream's TLS files
+    /// again) and only then publishes it: new connections, re-authentications and new upstream
+    /// connections use it from the moment this returns `Ok`; on an error nothing changed.
     ///
     /// # Errors
     /// The TLS configuration cannot be built (a file missing or unreadable, a key that does not
@@ -153,6 +177,7 @@ impl ListenerHandle {
             self.flags,
             Some(&previous),
         )?;
+        let upstream_tls = upstream_connector(config)?;
         let limits = &config.limits;
         self.admission.set_limits(
             limits.max_connections,
@@ -160,6 +185,7 @@ impl ListenerHandle {
             limits.max_pre_auth_buffer_bytes,
         );
         self.live.store(Arc::new(next));
+        self.upstream_tls.store(upstream_tls.map(Arc::new));
         Ok(())
     }
 }

@@ -155,12 +155,11 @@ impl Server {
         if config.upstream.bootstrap_servers.is_empty() {
             anyhow::bail!("[upstream] bootstrap_servers is empty");
         }
-        let upstream_tls = if protocol.uses_tls() {
-            let tls_config = config.upstream.tls.clone().unwrap_or_default();
-            Some(tls::connector(&tls_config).context("[upstream.tls]")?)
-        } else {
-            None
-        };
+        let upstream_tls = Arc::new(arc_swap::ArcSwapOption::from(
+            live::upstream_connector(config)
+                .context("[upstream.tls]")?
+                .map(Arc::new),
+        ));
         let listener = &config.listener;
         let limits = &config.limits;
         let api_versions = Arc::new(ArcSwap::from_pointee(ApiVersionTable::advertised(
@@ -218,7 +217,7 @@ impl Server {
             upstream: UpstreamSettings {
                 bootstrap_servers: config.upstream.bootstrap_servers.clone(),
                 login,
-                tls: upstream_tls,
+                tls: Arc::clone(&upstream_tls),
                 connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
                 versions: ArcSwap::from_pointee(ApiVersionTable::default()),
             },
@@ -241,6 +240,7 @@ impl Server {
         let handle = live::ListenerHandle::new(
             Arc::clone(&shared.live),
             Arc::clone(&shared.admission),
+            upstream_tls,
             flags,
         );
         Ok(Self {

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -53,8 +53,10 @@ pub struct UpstreamSettings {
     pub bootstrap_servers: Vec<String>,
     /// The login module for `SASL_PLAINTEXT` / `SASL_SSL`; `None` for `PLAINTEXT` / `SSL`.
     pub login: Option<Arc<dyn LoginModule>>,
-    /// TLS to the brokers, for `SSL` / `SASL_SSL`.
-    pub tls: Option<TlsConnector>,
+    /// TLS to the brokers, for `SSL` / `SASL_SSL`. A reload replaces it (`[upstream.tls]`'s
+    /// files read again); each new connection takes the one of the moment, an open one keeps its
+    /// session.
+    pub tls: Arc<ArcSwapOption<TlsConnector>>,
     /// Bound on connecting and authenticating one connection.
     pub connect_timeout: Duration,
     /// The upstream's own API versions (not the advertised ones), learned at discovery.
@@ -70,7 +72,7 @@ impl std::fmt::Debug for UpstreamSettings {
                 &self.login.as_ref().map(|l| l.mechanism().to_owned()),
             )
             .field("connect_timeout", &self.connect_timeout)
-            .field("tls", &self.tls.is_some())
+            .field("tls", &self.tls.load().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -214,7 +216,8 @@ impl UpstreamConnection {
                     })?;
             // Kafka requests are small and latency-bound; Nagle would delay pipelined requests.
             stream.set_nodelay(true).map_err(FrameError::Io)?;
-            let (read, write) = match &settings.tls {
+            let connector = settings.tls.load_full();
+            let (read, write) = match connector.as_deref() {
                 None => upstream_plain(stream),
                 Some(connector) => {
                     let tls = |reason: String| UpstreamError::Tls {
