@@ -38,6 +38,8 @@ class Settings:
     address_port: int | None = None  # overrides the listener port in the file only
     tail: str = ""  # raw TOML appended at the end
     node_id: int = 1
+    upstream: dict | None = None  # the [upstream] keys; default: Kafka's PLAINTEXT listener
+    upstream_tls: dict | None = None  # an [upstream.tls] table
     plugin_dir: Path | None = None  # default: the node's own empty directory
 
 
@@ -91,8 +93,10 @@ class ReloadNode:
                 'client_auth = "none"', "",
             ]
         lines += ["[limits.failed_authentication]", "max_delay_ms = 100", ""]
-        lines += ["[upstream]", f"bootstrap_servers = {toml_value([self.kafka_bootstrap])}",
-                  'security_protocol = "PLAINTEXT"', ""]
+        upstream = s.upstream or {"bootstrap_servers": [self.kafka_bootstrap], "security_protocol": "PLAINTEXT"}
+        lines += ["[upstream]"] + [f"{k} = {toml_value(v)}" for k, v in upstream.items()] + [""]
+        if s.upstream_tls is not None:
+            lines += ["[upstream.tls]"] + [f"{k} = {toml_value(v)}" for k, v in s.upstream_tls.items()] + [""]
         if s.super_users is not None:
             lines += ["[authorizer]", 'plugin = "acl"', f"super_users = {toml_value(s.super_users)}", ""]
         lines += ["[telemetry]", f"prometheus_address = {toml_value(self.metrics.address)}", ""]

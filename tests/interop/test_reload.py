@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from clients import confluent_conf, confluent_consume, confluent_create_topic, confluent_produce, value_for
 from conftest import PORTCULLIS_USERS, free_ports, make_tls_files
-from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Conn
+from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Closed, Conn
 from reauth_support import ReauthConn
 from cluster_support import cluster_tls, store_sections
 from reload_support import ReloadNode, Settings, cluster_fingerprints, replace_file, served_serial, server_cert
@@ -370,3 +370,52 @@ def test_limits_and_the_session_lifetime_change_by_reload_without_closing_a_conn
     finally:
         first.close()
         second.close()
+
+
+def test_upstream_tls_changed_by_reload_applies_to_new_upstream_connections_only(launcher, run_dir, unique):
+    """Portcullis connects to Kafka's SSL listener (client certificate required). A reload that
+    makes it trust another CA leaves the open upstream connection working and fails the next one
+    (the broker's certificate no longer verifies); reloading the right CA again serves new clients."""
+    import os  # noqa: PLC0415
+
+    name = unique("reload-upstream-tls")
+    good_tls = {"ca_file": os.environ["KAFKA_TLS_CA"], "cert_file": os.environ["KAFKA_TLS_CLIENT_CERT"],
+                "key_file": os.environ["KAFKA_TLS_CLIENT_KEY"]}
+    upstream = {"bootstrap_servers": [os.environ["KAFKA_SSL_BOOTSTRAP"]], "security_protocol": "SSL"}
+    other_ca = make_tls_files(run_dir / f"{name}-other-ca").ca_cert
+    node = ReloadNode(launcher, name, Settings(upstream=upstream, upstream_tls=good_tls))
+    host, port = "127.0.0.1", node.process.listener_port
+    password = PORTCULLIS_USERS["alice"]
+
+    def new_session() -> ReauthConn:
+        c = ReauthConn(host, port)
+        c.login_plain("alice", password)
+        return c
+
+    open_before = new_session()
+    try:
+        assert open_before.metadata_v1()  # its upstream connection is open now
+
+        node.write(Settings(upstream=upstream, upstream_tls={**good_tls, "ca_file": str(other_ca)}))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "upstream.tls.ca_file" in r.stdout, r.stdout
+
+        assert open_before.metadata_v1()  # the open upstream connection carries on
+        after = new_session()
+        try:
+            with pytest.raises(Closed):  # its upstream handshake fails: the client is closed
+                after.metadata_v1()
+        finally:
+            after.close()
+
+        node.write(Settings(upstream=upstream, upstream_tls=good_tls))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        again = new_session()
+        try:
+            assert again.metadata_v1()
+        finally:
+            again.close()
+    finally:
+        open_before.close()
