@@ -22,7 +22,7 @@ mod run;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use portcullis_plugin_acl::{AclAuthorizer, AclAuthorizerError};
+use portcullis_plugin_acl::{super_users, AclAuthorizerError};
 use sha2::{Digest, Sha256};
 
 use crate::config::{self, Config, ConfigError};
@@ -230,9 +230,7 @@ impl Reloader {
             .mechanisms_for(&new, &current.mechanisms)
             .map_err(Refusal::Mechanisms)?;
         let super_users = match &new.authorizer {
-            Some(settings) if acl(&new) => {
-                Some(AclAuthorizer::normalise_super_users(&settings.super_users)?)
-            }
+            Some(settings) if acl(&new) => Some(super_users::normalise(&settings.super_users)?),
             _ => None,
         };
         let files = files::stamps(&files::tls_files(&new));

@@ -18,6 +18,7 @@ use portcullis::registry::LiveSuperUsers;
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
 
 use crate::index::{Client, Index, Outcome};
+use crate::super_users;
 
 /// The log target of the authorization audit log (Kafka's `kafka.authorizer.logger`).
 pub const AUDIT_TARGET: &str = "portcullis::authorizer::audit";
@@ -120,7 +121,7 @@ impl AclAuthorizer {
         config: &AclAuthorizerConfig,
         store: Arc<dyn MetadataStore>,
     ) -> Result<Self, AclAuthorizerError> {
-        let super_users = Self::normalise_super_users(&config.super_users)?;
+        let super_users = super_users::normalise(&config.super_users)?;
         // Replay into a buffer and build the index once, then apply what follows record by
         // record: building incrementally from a large log would copy the index per chunk.
         let index: Arc<ArcSwap<Index>> = Arc::new(ArcSwap::from_pointee(Index::default()));
@@ -184,25 +185,6 @@ impl AclAuthorizer {
         self
     }
 
-    /// The entries of a `super_users` list as the authorizer compares them: trimmed, empty ones
-    /// dropped, each a valid `type:name`.
-    ///
-    /// # Errors
-    /// [`AclAuthorizerError::InvalidSuperUser`] for the first entry that is not `type:name`.
-    pub fn normalise_super_users(entries: &[String]) -> Result<Vec<String>, AclAuthorizerError> {
-        let mut super_users = Vec::new();
-        for entry in entries {
-            let entry = entry.trim();
-            if entry.is_empty() {
-                continue;
-            }
-            Principal::parse(entry)
-                .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
-            super_users.push(entry.to_owned());
-        }
-        Ok(super_users)
-    }
-
     /// Publishes [`Event::AclsChanged`] on `events` after each change.
     pub fn with_events(self, events: EventBus) -> Self {
         let _ = self.events.set(events);
@@ -250,15 +232,8 @@ impl AclAuthorizer {
         }
     }
 
-    /// Kafka compares `principal.toString()` with each super user string. Only the user
-    /// principal is compared: a `super_users` entry naming a group never matches.
     fn is_super_user(&self, principal: &Principal) -> bool {
-        self.super_users.load().iter().any(|s| {
-            s.len() == principal.kind.len() + 1 + principal.name.len()
-                && s.starts_with(principal.kind.as_str())
-                && s.get(principal.kind.len()..principal.kind.len() + 1) == Some(":")
-                && s.ends_with(principal.name.as_str())
-        })
+        super_users::contains(&self.super_users.load(), principal)
     }
 
     fn authorize_one(&self, index: &Index, client: &Client, action: &Action<'_>) -> Authorization {

@@ -31,6 +31,7 @@ pub mod corpus;
 mod host;
 mod index;
 pub mod over_abi;
+pub mod super_users;
 
 pub use authorizer::{AclAuthorizer, AclAuthorizerConfig, AclAuthorizerError, AUDIT_TARGET};
 pub use host::java_host_address;
