@@ -280,7 +280,7 @@ step "start oidc provider" oidc_start "$RUN_DIR/oidc" || exit 1
 # this broker only, not exported to the suite (tests that start brokers of their own get none).
 start_shared_kafka() {
   KAFKA_OAUTH_JWKS_URL=$OIDC_KAFKA_JWKS_URL KAFKA_OAUTH_ISSUER=$OIDC_ISSUER KAFKA_OAUTH_AUDIENCE=$OIDC_AUDIENCE \
-    KAFKA_OAUTH_SUPER_USERS="User:$OIDC_CLIENT_ID" kafka_start "$RUN_DIR/kafka"
+    KAFKA_OAUTH_SUPER_USERS="User:$OIDC_CLIENT_ID" kafka_start "$RUN_DIR/kafka" && kafka_wait_group_coordinator
 }
 step "start kafka" start_shared_kafka || exit 1
 

@@ -339,6 +339,33 @@ kafka_launch() {
   log "Kafka ready after $((SECONDS - started))s (pid $KAFKA_PID, log $KAFKA_LOG)"
 }
 
+# kafka_wait_group_coordinator [TIMEOUT_SECONDS]: waits until the broker serves consumer groups.
+# A new broker creates its offsets topic (__consumer_offsets, 50 partitions) at the first
+# FindCoordinator, which on a busy two-core machine takes long enough that the first group client
+# of a run can run out of its retries (kafkajs 2.2.4 gives up after 5). The suite's tests are about
+# what comes after, so the shared broker is made ready for them first. Needs the test venv.
+kafka_wait_group_coordinator() {
+  local timeout=${1:-120}
+  "$PORTCULLIS_VENV/bin/python" - "$KAFKA_BOOTSTRAP" "$timeout" <<'PY' || die "Kafka's group coordinator did not become available"
+import sys, time
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+bootstrap, timeout = sys.argv[1], float(sys.argv[2])
+admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+deadline = time.monotonic() + timeout
+while True:
+    try:
+        # A group nobody uses: its description needs the coordinator, so the offsets topic.
+        admin.describe_consumer_groups(["portcullis-suite-warmup"])["portcullis-suite-warmup"].result(timeout=30)
+        break
+    except KafkaException as e:
+        if time.monotonic() > deadline:
+            sys.exit(f"no group coordinator after {timeout:.0f}s: {e}")
+        time.sleep(0.5)
+PY
+  log "Kafka's group coordinator is available"
+}
+
 kafka_stop() {
   if [[ -n "${KAFKA_PID:-}" ]]; then
     stop_pid "$KAFKA_PID" 30
