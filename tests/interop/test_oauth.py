@@ -118,7 +118,8 @@ def test_kafkajs_oauth_bearer_provider_round_trip(request, oidc, bootstrap, uniq
     s = run_kafkajs(oidc, {"mode": "roundtrip", "bootstrap": bootstrap, "tokenUrl": oidc.token_url,
                            "clientId": c.client_id, "clientSecret": c.client_secret, "topic": unique("oauth-kj"),
                            "records": 2000, "group": unique("oauth-kj-group")})
-    assert s["_returncode"] == 0 and s["ok"] is True, s
+    # The summary as text: pytest cuts a dict's repr short, and the client's stderr is the clue.
+    assert s["_returncode"] == 0 and s["ok"] is True, json.dumps(s, indent=1)
     assert s["consumed_distinct"] == 2000 and s["duplicates"] == 0 and s["bad_values"] == 0, s
     assert s["token_fetches"] >= 1, s
     if before is not None:
@@ -130,7 +131,7 @@ def test_kafkajs_with_a_refused_token_gets_nowhere(oidc, bootstrap):
     exchange), so its next request meets a closed connection: it cannot list topics."""
     s = run_kafkajs(oidc, {"mode": "expect-refusal", "bootstrap": bootstrap, "tokenUrl": oidc.token_url,
                            "clientId": "unused", "clientSecret": "unused", "token": oidc.mint(forge="alg-none")})
-    assert s["_returncode"] == 0 and s["ok"] is True and s["errors"], s
+    assert s["_returncode"] == 0 and s["ok"] is True and s["errors"], json.dumps(s, indent=1)
 
 
 # --------------------------------------------------------------------------------------------------

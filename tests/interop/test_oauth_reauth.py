@@ -236,7 +236,7 @@ def test_kafkajs_reauthenticates_with_fresh_tokens(runs):
     res = runs["kafkajs"].result(timeout=RUN_S + 400)
     _report("kafkajs", res)
     p = res.produced
-    assert p["_returncode"] == 0 and p["ok"] is True, p
+    assert p["_returncode"] == 0 and p["ok"] is True, json.dumps(p, indent=1)
     assert p["sent"] >= RUN_S * 100 * 0.8 and p["failed"] == 0, p
     assert p["consumed_distinct"] == p["sent"] and p["duplicates"] == 0 and p["bad_values"] == 0, p
     assert p["logged"] == 0 and p["crashed"] is None, p
