@@ -22,7 +22,7 @@ mod run;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use portcullis_plugin_acl::{super_users, AclAuthorizerError};
+use portcullis_plugin_acl::super_users::{self, InvalidSuperUser};
 use sha2::{Digest, Sha256};
 
 use crate::config::{self, Config, ConfigError};
@@ -74,7 +74,7 @@ pub enum Refusal {
     Tls(#[from] LiveTlsError),
     /// A super user is not `type:name`.
     #[error("authorizer.super_users: {0}")]
-    SuperUsers(#[from] AclAuthorizerError),
+    SuperUsers(#[from] InvalidSuperUser),
 }
 
 /// What a reload did.

@@ -74,6 +74,12 @@ pub enum AclAuthorizerError {
     },
 }
 
+impl From<super_users::InvalidSuperUser> for AclAuthorizerError {
+    fn from(e: super_users::InvalidSuperUser) -> Self {
+        AclAuthorizerError::InvalidSuperUser(e.0)
+    }
+}
+
 /// Kafka's StandardAuthorizer (kafka-security-semantics §6.2, §6.3, §6.5) with an index that
 /// answers without scanning ACLs, over the node's [`MetadataStore`].
 ///

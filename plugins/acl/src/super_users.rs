@@ -3,22 +3,24 @@
 
 use portcullis::principal::Principal;
 
-use crate::authorizer::AclAuthorizerError;
+/// A `super_users` entry that is not `type:name`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid super user '{0}': expected 'type:name'")]
+pub struct InvalidSuperUser(pub String);
 
 /// The entries of a `super_users` list as the authorizer compares them: trimmed, empty ones
 /// dropped, each a valid `type:name`.
 ///
 /// # Errors
-/// [`AclAuthorizerError::InvalidSuperUser`] for the first entry that is not `type:name`.
-pub fn normalise(entries: &[String]) -> Result<Vec<String>, AclAuthorizerError> {
+/// [`InvalidSuperUser`] for the first entry that is not `type:name`.
+pub fn normalise(entries: &[String]) -> Result<Vec<String>, InvalidSuperUser> {
     let mut super_users = Vec::new();
     for entry in entries {
         let entry = entry.trim();
         if entry.is_empty() {
             continue;
         }
-        Principal::parse(entry)
-            .map_err(|_| AclAuthorizerError::InvalidSuperUser(entry.to_owned()))?;
+        Principal::parse(entry).map_err(|_| InvalidSuperUser(entry.to_owned()))?;
         super_users.push(entry.to_owned());
     }
     Ok(super_users)
@@ -45,9 +47,9 @@ mod tests {
         assert_eq!(list, ["User:admin"]);
         assert!(contains(&list, &Principal::user("admin")));
         assert!(!contains(&list, &Principal::user("admi")));
-        assert!(matches!(
+        assert_eq!(
             normalise(&["admin".into()]),
-            Err(AclAuthorizerError::InvalidSuperUser(_))
-        ));
+            Err(InvalidSuperUser("admin".into()))
+        );
     }
 }
