@@ -37,6 +37,17 @@ impl PluginLoadReport {
             .iter()
             .find(|p| p.kind == kind && p.name == name)
     }
+
+    /// The names of the SASL mechanisms its plugins provide (those that started).
+    pub fn mechanism_names(&self) -> Vec<String> {
+        self.loaded
+            .iter()
+            .filter_map(|p| match &p.instance {
+                Ok(PluginInstance::SaslMechanism(m)) => Some(m.name().to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// One plugin of a loaded library.
@@ -133,8 +144,30 @@ pub fn load_plugin_dir(
         }
     };
     for path in files {
-        if let Err(reason) = load_library(&path, tables, context, &mut report) {
+        if let Err(reason) = load_library(&path, &path, tables, context, &mut report) {
             let refused = RefusedPlugin { path, reason };
+            tracing::warn!("{refused}");
+            report.refused.push(refused);
+        }
+    }
+    report
+}
+
+/// Loads each library of `files` from its `opened` path, reporting it under its `shown` path (a
+/// reload opens a private copy of a file of the plugin directory, see `reload::plugins`), with
+/// the same checks as [`load_plugin_dir`]; names are checked for duplicates among `files` only.
+pub fn load_library_files(
+    files: &[(PathBuf, PathBuf)],
+    tables: &PluginTables,
+    context: &HostContext,
+) -> PluginLoadReport {
+    let mut report = PluginLoadReport::default();
+    for (shown, opened) in files {
+        if let Err(reason) = load_library(shown, opened, tables, context, &mut report) {
+            let refused = RefusedPlugin {
+                path: shown.clone(),
+                reason,
+            };
             tracing::warn!("{refused}");
             report.refused.push(refused);
         }
@@ -144,7 +177,7 @@ pub fn load_plugin_dir(
 
 /// The shared libraries in `dir`, sorted so that load order (and duplicate resolution) does not
 /// depend on the file system.
-fn library_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn library_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -161,11 +194,12 @@ fn library_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 fn load_library(
     path: &Path,
+    opened: &Path,
     tables: &PluginTables,
     context: &HostContext,
     report: &mut PluginLoadReport,
 ) -> Result<(), RefusalReason> {
-    let library = open_forever(path)?;
+    let library = open_forever(opened)?;
     // SAFETY: the declaration is a data symbol, so its "value" as libloading sees it is its
     // address; we read it as a pointer and dereference nothing here.
     let symbol = unsafe { library.get::<*const PluginDeclaration>(DECLARATION_SYMBOL.as_bytes()) };

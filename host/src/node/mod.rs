@@ -306,8 +306,11 @@ impl Node {
 
     /// The mechanisms `config.listener.sasl_mechanisms` enables, in its order, for a reloaded
     /// configuration: the instances in `current` are kept (their state, such as a plugin's, goes
-    /// on), the others are built as at start, among the built-ins and the plugins loaded then.
-    /// OAUTHBEARER can only be enabled by a reload when the node started with it.
+    /// on), the others are built as at start, among the built-ins, the plugins reloads loaded
+    /// (`reloaded`, newest first) and the plugins loaded at start. The mechanisms of
+    /// `reloaded[0]` (libraries loaded by this reload: new files, or new content of a file) are
+    /// taken from it even when `current` has one of that name. OAUTHBEARER can only be enabled
+    /// by a reload when the node started with it.
     ///
     /// # Errors
     /// [`NodeError`] as at start: an unknown name (with what is available), a plugin's
@@ -316,36 +319,36 @@ impl Node {
         &self,
         config: &Config,
         current: &[Arc<dyn SaslMechanism>],
+        reloaded: &[&PluginLoadReport],
     ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
         let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
-        let missing: Vec<String> = config
-            .listener
-            .sasl_mechanisms
-            .iter()
-            .filter(|name| !current.iter().any(|m| m.name() == name.as_str()))
-            .cloned()
-            .collect();
-        let built = mechanisms::resolve_mechanisms(
-            &missing,
-            &self.context,
-            &self.plugins,
-            &tables,
-            self.oauth
-                .as_ref()
-                .map(crate::oauth::OAuthBearer::mechanism),
-        )?;
-        Ok(config
-            .listener
-            .sasl_mechanisms
-            .iter()
-            .filter_map(|name| {
-                current
-                    .iter()
-                    .chain(built.iter())
-                    .find(|m| m.name() == name.as_str())
-                    .cloned()
-            })
-            .collect())
+        let renewed = reloaded
+            .first()
+            .map(|r| r.mechanism_names())
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(config.listener.sasl_mechanisms.len());
+        for name in &config.listener.sasl_mechanisms {
+            let kept = current.iter().find(|m| m.name() == name.as_str());
+            if let (Some(kept), false) = (kept, renewed.contains(name)) {
+                out.push(Arc::clone(kept));
+                continue;
+            }
+            let report = reloaded
+                .iter()
+                .copied()
+                .find(|r| r.mechanism_names().contains(name))
+                .unwrap_or(&self.plugins);
+            out.extend(mechanisms::resolve_mechanisms(
+                std::slice::from_ref(name),
+                &self.context,
+                report,
+                &tables,
+                self.oauth
+                    .as_ref()
+                    .map(crate::oauth::OAuthBearer::mechanism),
+            )?);
+        }
+        Ok(out)
     }
 
     /// The plugin metrics and subscriber counts.

@@ -96,6 +96,19 @@ pub fn changes(old: &toml::Table, new: &toml::Table, context: Context) -> Vec<Ch
     out
 }
 
+/// Makes `[plugins.config.NAME]` changes live for the plugins named in `loaded`: plugins this
+/// reload created from new or changed libraries, with the reloaded tables. Any other plugin
+/// keeps the table it was created with, so a change to it still needs a restart.
+pub fn plugin_tables_live(changes: &mut [Change], loaded: &[&str]) {
+    for change in changes {
+        let table = change.key.strip_prefix("plugins.config.");
+        let name = table.map(|t| t.split('.').next().unwrap_or(t));
+        if name.is_some_and(|n| loaded.contains(&n)) {
+            change.effect = Effect::Live;
+        }
+    }
+}
+
 fn effect_of(key: &str, context: Context) -> Effect {
     let under = |prefix: &&str| key == *prefix || key.starts_with(&format!("{prefix}."));
     if LIVE.iter().any(under)
@@ -173,6 +186,28 @@ super_users = ["User:admin"]
             .into_iter()
             .map(|c| (c.key, c.effect))
             .collect()
+    }
+
+    #[test]
+    fn a_plugin_table_is_live_only_for_a_plugin_this_reload_loaded() {
+        let new =
+            format!("{BASE}\n[plugins.config.X-NEW]\nmode = 1\n[plugins.config.X-OLD]\nmode = 2\n");
+        let old: toml::Table = toml::from_str(BASE).unwrap();
+        let new: toml::Table = toml::from_str(&new).unwrap();
+        let context = Context {
+            acl: true,
+            file_store: true,
+        };
+        let mut found = changes(&old, &new, context);
+        plugin_tables_live(&mut found, &["X-NEW", "X-NE"]);
+        let found: Vec<_> = found.into_iter().map(|c| (c.key, c.effect)).collect();
+        assert_eq!(
+            found,
+            vec![
+                ("plugins.config.X-NEW.mode".to_owned(), Effect::Live),
+                ("plugins.config.X-OLD.mode".to_owned(), Effect::Restart),
+            ]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! |---------|-------------------------------------------------------------------------|
 //! | `diff`  | which keys changed, and whether each can change live                    |
 //! | `files` | the listener's TLS files, polled for a replacement                      |
+//! | `plugins` | new and changed libraries of the plugin directory, loaded at a reload |
 //! | `run`   | the triggers: SIGHUP, the file poll (the admin endpoint calls [`Reloader::run`]) |
 //!
 //! A reload reads the file (and the process's `PORTCULLIS_*` overrides) with the same
@@ -17,6 +18,7 @@
 
 pub mod diff;
 pub mod files;
+pub mod plugins;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -27,9 +29,11 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{self, Config, ConfigError};
 use crate::node::{Node, NodeError};
+use crate::plugin_config::{PluginConfigError, PluginTables};
 use crate::server::live::{ListenerHandle, LiveTlsError};
 use diff::{Change, Effect};
 use files::Stamp;
+use plugins::{PluginFiles, PluginRefusal};
 pub use run::{spawn_file_poll, spawn_sighup};
 
 /// What asked for a reload.
@@ -72,6 +76,12 @@ pub enum Refusal {
     /// The listener's TLS configuration cannot be built from its files.
     #[error(transparent)]
     Tls(#[from] LiveTlsError),
+    /// A `[plugins.config.*]` table cannot be read.
+    #[error(transparent)]
+    PluginTables(#[from] PluginConfigError),
+    /// A new or changed library of the plugin directory, or a plugin of it, was refused.
+    #[error(transparent)]
+    Plugins(#[from] PluginRefusal),
     /// A super user is not `type:name`.
     #[error("authorizer.super_users: {0}")]
     SuperUsers(#[from] InvalidSuperUser),
@@ -129,6 +139,8 @@ struct Running {
     fingerprint: String,
     /// The TLS files as they were when applied.
     files: Vec<Stamp>,
+    /// The plugin directory's libraries as applied, and the plugins reloads loaded.
+    plugins: PluginFiles,
 }
 
 /// Reloads a running node's configuration file. One reload at a time.
@@ -161,6 +173,7 @@ impl Reloader {
         let files = files::stamps(&files::tls_files(&config));
         let fingerprint = fingerprint(&config, &files);
         publish_fingerprint(&node, &fingerprint);
+        let plugins = PluginFiles::at_start(&config);
         Self {
             node,
             listener,
@@ -169,6 +182,7 @@ impl Reloader {
                 config,
                 fingerprint,
                 files,
+                plugins,
             }),
         }
     }
@@ -215,7 +229,16 @@ impl Reloader {
             acl: acl(&running.config) && acl(&new),
             file_store: running.config.store.kind == crate::config::StoreKind::File,
         };
-        let changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
+        // New and changed plugin libraries are loaded (running their init) before anything is
+        // decided: their configuration tables may change with them, and a plugin that refuses to
+        // start refuses the reload. What they load stays mapped even when the reload is refused.
+        let tables = PluginTables::new(&new.plugins)?;
+        let scan = running
+            .plugins
+            .scan(&new, &tables, &self.node.context, &self.node.plugins)?;
+        let mut changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
+        let loaded: Vec<&str> = scan.names().collect();
+        diff::plugin_tables_live(&mut changes, &loaded);
         let restart: Vec<String> = changes
             .iter()
             .filter(|c| c.effect == Effect::Restart)
@@ -227,7 +250,11 @@ impl Reloader {
         let current = self.listener.services();
         let mechanisms = self
             .node
-            .mechanisms_for(&new, &current.mechanisms)
+            .mechanisms_for(
+                &new,
+                &current.mechanisms,
+                &[&scan.report, running.plugins.reloaded()],
+            )
             .map_err(Refusal::Mechanisms)?;
         let super_users = match &new.authorizer {
             Some(settings) if acl(&new) => Some(super_users::normalise(&settings.super_users)?),
@@ -245,6 +272,12 @@ impl Reloader {
         if files != running.files && !changed.iter().any(|k| k.starts_with("listener.tls.")) {
             changed.push("listener.tls files (content)".to_owned());
         }
+        changed.extend(
+            scan.files
+                .iter()
+                .map(|f| format!("plugins.dir file {} (loaded)", f.display())),
+        );
+        running.plugins.commit(scan);
         running.fingerprint = fingerprint(&new, &files);
         publish_fingerprint(&self.node, &running.fingerprint);
         running.config = new;

@@ -1,0 +1,160 @@
+"""Plugins and live reconfiguration (issue 23): a library dropped into the plugin directory after
+start is loaded by a reload and its mechanism serves new logins; a plugin whose init panics
+refuses the reload only; a library whose content changed is loaded again for new connections
+while the connections on the old one carry on.
+
+The plugins are the examples the suite builds (examples/custom-mechanism: PORTCULLIS-DEMO, a
+token per user; examples/panicking-plugin: X-PANIC, which panics in init with `panic_in =
+"create"`). Each test runs a node of its own (reload_support.ReloadNode).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
+
+import test_plugin_mechanism as demo  # registers PORTCULLIS-DEMO's client side with kafka-python
+from clients import CaptureErrors, confluent_conf
+from conftest import ENABLED_MECHANISMS
+from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Conn
+from reload_support import ReloadNode, Settings
+from test_reload import metadata_ok
+
+pytestmark = pytest.mark.portcullis_only
+
+DEMO = "PORTCULLIS-DEMO"
+
+
+def demo_library() -> Path:
+    return demo.built_library("portcullis-example-custom-mechanism", "portcullis_example_custom_mechanism")
+
+
+def panicking_library() -> Path:
+    return demo.built_library("portcullis-example-panicking-plugin", "portcullis_example_panicking_plugin")
+
+
+def drop_in(source: Path, target: Path, extra: bytes = b"") -> None:
+    """Puts a library into the plugin directory in one rename (never overwritten in place: the
+    old file may be mapped), with `extra` bytes after it to make its content differ."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(source.read_bytes() + extra)
+    os.replace(tmp, target)
+
+
+def demo_settings(tokens: dict[str, str]) -> Settings:
+    table = ", ".join(f"{u} = {json.dumps(t)}" for u, t in tokens.items())
+    return Settings(mechanisms=ENABLED_MECHANISMS + [DEMO], tail=f"\n[plugins.config.{DEMO}]\ntokens = {{ {table} }}\n")
+
+
+def demo_producer(node: ReloadNode, user: str, token: str, **extra) -> KafkaProducer:
+    return KafkaProducer(bootstrap_servers=node.process.bootstrap, security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism=DEMO, sasl_plain_username=user, sasl_plain_password=token,
+                         request_timeout_ms=20000, **extra)
+
+
+def demo_login_refused(node: ReloadNode, user: str, token: str) -> bool:
+    with CaptureErrors() as captured:
+        producer = demo_producer(node, user, token, max_block_ms=4000)
+        try:
+            with pytest.raises(KafkaTimeoutError):
+                producer.send("never-created", b"x").get(timeout=10)
+        finally:
+            producer.close(timeout=2)
+    return any("Invalid username or token" in m for m in captured.messages)
+
+
+def offered(node: ReloadNode, mechanism: str) -> bool:
+    with Conn("127.0.0.1", node.process.listener_port) as c:
+        error, _ = c.sasl_handshake(mechanism)
+    return error != ERROR_UNSUPPORTED_SASL_MECHANISM
+
+
+def test_a_mechanism_plugin_dropped_in_after_start_serves_new_logins_after_a_reload(launcher, unique):
+    node = ReloadNode(launcher, unique("reload-plugin-new"), Settings())
+    plugins = node.process.workdir / "plugins"
+    assert not offered(node, DEMO)
+
+    drop_in(demo_library(), plugins / "libdemo.so")
+    node.write(demo_settings({"alice": "token-a"}))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "libdemo.so (loaded)" in r.stdout and "listener.sasl_mechanisms" in r.stdout, r.stdout
+    assert f"plugins.config.{DEMO}.tokens" in r.stdout and "token-a" not in r.stdout, r.stdout
+
+    assert offered(node, DEMO)
+    topic = unique("reload-plugin")
+    producer = demo_producer(node, "alice", "token-a")
+    for i in range(10):
+        producer.send(topic, key=str(i).encode(), value=b"v").get(timeout=30)
+    producer.close()
+    assert demo_login_refused(node, "alice", "not-the-token")
+
+
+def test_a_plugin_whose_init_panics_refuses_the_reload_and_the_old_configuration_serves(launcher, unique):
+    node = ReloadNode(launcher, unique("reload-plugin-panic"), Settings())
+    plugins = node.process.workdir / "plugins"
+    log_at_start = node.process.log_size()
+    drop_in(panicking_library(), plugins / "libpanicky.so")
+    node.write(Settings(tail='\n[plugins.config.X-PANIC]\npanic_in = "create"\n'))
+    r = node.reload()
+    said = r.stdout + r.stderr
+    assert r.returncode != 0, said
+    assert "refused" in said and "libpanicky.so" in said and "panic in from_config" in said, said
+    assert node.reloads("refused") == 1 and node.reloads("applied") == 0
+    log = node.process.log_path.read_bytes()[log_at_start:].decode(errors="replace")
+    assert "reload refused" in log and "libpanicky.so" in log, log[-3000:]
+    # The old configuration still serves.
+    gw = node.gateway()
+    assert metadata_ok(confluent_conf(gw, "SCRAM-SHA-512", *gw.user("alice")))
+    assert node.process.alive()
+
+    # The same library with a configuration its init accepts: the next reload loads it.
+    node.write(Settings(tail='\n[plugins.config.X-PANIC]\npanic_in = "step"\n'))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "libpanicky.so (loaded)" in r.stdout, r.stdout
+    assert node.reloads("applied") == 1
+
+
+def test_a_changed_library_is_loaded_again_for_new_connections_and_old_ones_carry_on(launcher, unique):
+    name = unique("reload-plugin-changed")
+    settings = demo_settings({"alice": "token-1"})
+    # The library is there from the start: the node loads it then.
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(demo_library(), plugins / "libdemo.so")
+    settings.plugin_dir = plugins
+    node = ReloadNode(launcher, name, settings)
+    topic = unique("reload-plugin-changed")
+    old_session = demo_producer(node, "alice", "token-1")
+    try:
+        old_session.send(topic, b"before").get(timeout=30)
+
+        # New content (the same code and one byte more) with a new token: a new instance of the
+        # plugin from the new library.
+        drop_in(demo_library(), plugins / "libdemo.so", extra=b"\0")
+        new_settings = demo_settings({"alice": "token-2"})
+        new_settings.plugin_dir = plugins
+        node.write(new_settings)
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "libdemo.so (loaded)" in r.stdout and f"plugins.config.{DEMO}.tokens" in r.stdout, r.stdout
+
+        # New logins use the new instance: the old token is refused, the new one accepted.
+        assert demo_login_refused(node, "alice", "token-1")
+        fresh = demo_producer(node, "alice", "token-2")
+        fresh.send(topic, b"new").get(timeout=30)
+        fresh.close()
+        # The session logged in on the old library carries on (its code stays mapped).
+        time.sleep(0.5)
+        old_session.send(topic, b"after").get(timeout=30)
+    finally:
+        old_session.close()
+    copies = list((node.process.workdir / "data" / "plugins-loaded").glob("*-libdemo.so"))
+    assert len(copies) == 1, copies
