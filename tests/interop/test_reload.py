@@ -426,3 +426,32 @@ def test_upstream_tls_changed_by_reload_applies_to_new_upstream_connections_only
             again.close()
     finally:
         open_before.close()
+
+
+def test_forwarding_deny_api_keys_changed_by_reload_apply_to_new_connections(launcher, unique):
+    """`[forwarding] deny_api_keys` gains CreateTopics (19) by reload: a new connection's
+    CreateTopics is refused as Kafka refuses an unauthorized one, other APIs are served; the key
+    removed again, topics can be created again."""
+    def forwarding(keys: str) -> Settings:
+        return Settings(tail=f'\n[forwarding]\npolicy = "passthrough"\ndeny_api_keys = {keys}\n')
+
+    node = ReloadNode(launcher, unique("reload-deny"), forwarding("[]"))
+    gw = node.gateway()
+    conf = confluent_conf(gw, "SCRAM-SHA-512", *gw.user("alice"))
+    topic = unique("reload-deny")
+    confluent_create_topic(conf, topic, partitions=1)
+
+    node.write(forwarding("[19]"))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "forwarding.deny_api_keys" in r.stdout, r.stdout
+    with pytest.raises(KafkaException) as refused:
+        confluent_create_topic(conf, unique("reload-deny-refused"), partitions=1)
+    assert "AUTHORIZATION_FAILED" in str(refused.value), refused.value
+    sent = confluent_produce(conf, topic, 5)  # the other APIs are still forwarded
+
+    node.write(forwarding("[]"))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    confluent_create_topic(conf, unique("reload-deny-again"), partitions=1)
+    assert confluent_consume(conf, topic, unique("reload-deny-group"), len(sent)) == sent

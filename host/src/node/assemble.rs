@@ -120,7 +120,9 @@ fn build_principal_builder(
     )
 }
 
-fn build_policy(
+/// The forwarding policy `config` chooses, with its `deny_api_keys` (also for a reload, which
+/// may change the list but not the policy).
+pub(super) fn build_policy(
     config: &Config,
     context: &HostContext,
     plugins: &PluginLoadReport,

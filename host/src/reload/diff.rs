@@ -21,6 +21,7 @@ const LIVE: &[&str] = &[
     "listener.tls.ca_file",
     "listener.tls.client_auth",
     "limits",
+    "forwarding.deny_api_keys",
 ];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
@@ -206,6 +207,18 @@ super_users = ["User:admin"]
             vec![
                 ("plugins.config.X-NEW.mode".to_owned(), Effect::Live),
                 ("plugins.config.X-OLD.mode".to_owned(), Effect::Restart),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_deny_list_is_live_and_the_policy_needs_a_restart() {
+        let new = format!("{BASE}\n[forwarding]\npolicy = \"delegated\"\ndeny_api_keys = [20]\n");
+        assert_eq!(
+            diff(&new, true),
+            vec![
+                ("forwarding.deny_api_keys".to_owned(), Effect::Live),
+                ("forwarding.policy".to_owned(), Effect::Restart),
             ]
         );
     }

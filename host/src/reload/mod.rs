@@ -82,6 +82,9 @@ pub enum Refusal {
     /// A new or changed library of the plugin directory, or a plugin of it, was refused.
     #[error(transparent)]
     Plugins(#[from] PluginRefusal),
+    /// The forwarding policy cannot be built with the new deny list.
+    #[error("forwarding.deny_api_keys: {0}")]
+    Policy(NodeError),
     /// A super user is not `type:name`.
     #[error("authorizer.super_users: {0}")]
     SuperUsers(#[from] InvalidSuperUser),
@@ -261,7 +264,11 @@ impl Reloader {
             _ => None,
         };
         let files = files::stamps(&files::tls_files(&new));
-        let services = Arc::new(current.with_enabled_mechanisms(mechanisms));
+        let mut services = current.with_enabled_mechanisms(mechanisms);
+        if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
+            services.policy = self.node.policy_for(&new).map_err(Refusal::Policy)?;
+        }
+        let services = Arc::new(services);
         // The last step that can fail builds the TLS acceptor (reading the files) and then
         // publishes the whole snapshot; the super users follow (they cannot fail any more).
         self.listener.apply(&new, services)?;
