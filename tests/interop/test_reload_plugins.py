@@ -158,3 +158,35 @@ def test_a_changed_library_is_loaded_again_for_new_connections_and_old_ones_carr
         old_session.close()
     copies = list((node.process.workdir / "data" / "plugins-loaded").glob("*-libdemo.so"))
     assert len(copies) == 1, copies
+
+
+def test_a_mechanism_plugins_table_changed_by_reload_applies_to_new_logins(launcher, unique):
+    """Only `[plugins.config.PORTCULLIS-DEMO]` changes (the library loaded at start stays as it
+    is): new logins get an instance created with the new table, the open session carries on."""
+    name = unique("reload-plugin-table")
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(demo_library(), plugins / "libdemo.so")
+    settings = demo_settings({"alice": "token-1"})
+    settings.plugin_dir = plugins
+    node = ReloadNode(launcher, name, settings)
+    topic = unique("reload-plugin-table")
+    old_session = demo_producer(node, "alice", "token-1")
+    try:
+        old_session.send(topic, b"before").get(timeout=30)
+        new_settings = demo_settings({"alice": "token-2"})
+        new_settings.plugin_dir = plugins
+        node.write(new_settings)
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"plugins.config.{DEMO}.tokens" in r.stdout and "token-2" not in r.stdout, r.stdout
+
+        assert demo_login_refused(node, "alice", "token-1")
+        fresh = demo_producer(node, "alice", "token-2")
+        fresh.send(topic, b"new").get(timeout=30)
+        fresh.close()
+        old_session.send(topic, b"after").get(timeout=30)
+    finally:
+        old_session.close()
+    # The unchanged library was opened where it was: no private copy.
+    assert not (node.process.workdir / "data" / "plugins-loaded").exists()

@@ -308,9 +308,10 @@ impl Node {
     /// configuration: the instances in `current` are kept (their state, such as a plugin's, goes
     /// on), the others are built as at start, among the built-ins, the plugins reloads loaded
     /// (`reloaded`, newest first) and the plugins loaded at start. The mechanisms of
-    /// `reloaded[0]` (libraries loaded by this reload: new files, or new content of a file) are
-    /// taken from it even when `current` has one of that name. OAUTHBEARER can only be enabled
-    /// by a reload when the node started with it.
+    /// `reloaded[0]` (libraries loaded by this reload: new files, new content of a file, or a new
+    /// table) are taken from it even when `current` has one of that name, and the built-in
+    /// mechanisms named in `rebuilt` (their table changed) are built anew. OAUTHBEARER can only
+    /// be enabled by a reload when the node started with it.
     ///
     /// # Errors
     /// [`NodeError`] as at start: an unknown name (with what is available), a plugin's
@@ -320,12 +321,14 @@ impl Node {
         config: &Config,
         current: &[Arc<dyn SaslMechanism>],
         reloaded: &[&PluginLoadReport],
+        rebuilt: &[String],
     ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
         let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
-        let renewed = reloaded
+        let mut renewed = reloaded
             .first()
             .map(|r| r.mechanism_names())
             .unwrap_or_default();
+        renewed.extend(rebuilt.iter().cloned());
         let mut out = Vec::with_capacity(config.listener.sasl_mechanisms.len());
         for name in &config.listener.sasl_mechanisms {
             let kept = current.iter().find(|m| m.name() == name.as_str());

@@ -236,12 +236,35 @@ impl Reloader {
         // decided: their configuration tables may change with them, and a plugin that refuses to
         // start refuses the reload. What they load stays mapped even when the reload is refused.
         let tables = PluginTables::new(&new.plugins)?;
-        let scan = running
-            .plugins
-            .scan(&new, &tables, &self.node.context, &self.node.plugins)?;
+        let retabled = changed_tables(&running.config, &new);
+        let scan = running.plugins.scan(
+            &new,
+            &tables,
+            &self.node.context,
+            &self.node.plugins,
+            &retabled,
+        )?;
         let mut changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
-        let loaded: Vec<&str> = scan.names().collect();
-        diff::plugin_tables_live(&mut changes, &loaded);
+        // Tables are live for the mechanisms this reload created (new logins get them), for the
+        // plugins no library provided before (nothing uses them yet), and for the built-in
+        // mechanisms (rebuilt below when enabled). Any other plugin in use keeps the instance and
+        // the table it was created with, so a change to its table needs a restart.
+        let builtin_mechanisms: Vec<String> = portcullis::registry::mechanisms()
+            .map(|f| f.name.to_owned())
+            .filter(|name| retabled.contains(name))
+            .collect();
+        let new_mechanisms = scan.report.mechanism_names();
+        let provided_before = |name: &str| {
+            (self.node.plugins.loaded.iter())
+                .chain(&running.plugins.reloaded().loaded)
+                .any(|p| p.name == name)
+        };
+        let live_tables: Vec<&str> = scan
+            .names()
+            .filter(|name| new_mechanisms.iter().any(|m| m == name) || !provided_before(name))
+            .chain(builtin_mechanisms.iter().map(String::as_str))
+            .collect();
+        diff::plugin_tables_live(&mut changes, &live_tables);
         let restart: Vec<String> = changes
             .iter()
             .filter(|c| c.effect == Effect::Restart)
@@ -257,6 +280,7 @@ impl Reloader {
                 &new,
                 &current.mechanisms,
                 &[&scan.report, running.plugins.reloaded()],
+                &builtin_mechanisms,
             )
             .map_err(Refusal::Mechanisms)?;
         let super_users = match &new.authorizer {
@@ -320,6 +344,16 @@ impl Reloader {
             audit.write_line(audit_line(outcome, result));
         }
     }
+}
+
+/// The plugin names whose `[plugins.config.NAME]` table differs between `old` and `new`.
+fn changed_tables(old: &Config, new: &Config) -> Vec<String> {
+    let (a, b) = (&old.plugins.config, &new.plugins.config);
+    a.keys()
+        .chain(b.keys())
+        .filter(|name| a.get(*name) != b.get(*name))
+        .cloned()
+        .collect()
 }
 
 /// A node of a cluster reports the fingerprint with its status (`portcullis cluster status`).

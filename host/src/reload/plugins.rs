@@ -3,7 +3,13 @@
 //! `[plugins.config.*]` tables); a library that is refused, or a plugin of it that refuses to
 //! start (an error or a panic in its init), refuses the whole reload.
 //!
-//! Each such library is first copied to a private file named by its content hash under the data
+//! A library whose content did not change is loaded again too when a SASL mechanism it provides
+//! has a changed `[plugins.config.NAME]` table, so that new logins get an instance created with
+//! the new table (the library is opened where it was opened before: the loader hands back the
+//! library it has, and only a new instance is created; any other plugin of it is created as well
+//! and left unused).
+//!
+//! Each new or changed library is first copied to a private file named by its content hash under the data
 //! directory, and the copy is opened. Two reasons: the dynamic loader hands back the library it
 //! already has for a path (or an inode) it has seen, so a changed file opened in place would give
 //! the old code again; and a file of the plugin directory overwritten in place later would change
@@ -115,7 +121,8 @@ impl PluginFiles {
     }
 
     /// Loads the libraries of `config`'s plugin directory that are new or changed since the
-    /// last commit. `started` holds the plugins the node loaded at start (for duplicate names).
+    /// last commit, and those providing a SASL mechanism named in `retabled` (its table changed).
+    /// `started` holds the plugins the node loaded at start (for duplicate names).
     ///
     /// # Errors
     /// [`PluginRefusal`]: the directory cannot be read, a library cannot be copied, is refused,
@@ -126,6 +133,7 @@ impl PluginFiles {
         tables: &PluginTables,
         context: &HostContext,
         started: &PluginLoadReport,
+        retabled: &[String],
     ) -> Result<Scan, PluginRefusal> {
         let Some(dir) = config.plugins.dir.as_deref() else {
             return Ok(Scan::default());
@@ -145,11 +153,18 @@ impl PluginFiles {
         for path in paths {
             // A file that vanished between the listing and here is simply not there.
             let Some(h) = hash(&path) else { continue };
-            if self.known.get(&path) != Some(&h) {
-                to_load.push((
-                    path.clone(),
-                    private_copy(&path, &h, &config.node.data_dir)?,
-                ));
+            let opened = if self.known.get(&path) != Some(&h)
+                || provides_mechanism(&self.loaded, &path, retabled)
+            {
+                Some(private_copy(&path, &h, &config.node.data_dir)?)
+            } else if provides_mechanism(started, &path, retabled) {
+                // Loaded at start from its own path, unchanged: opened there again.
+                Some(path.clone())
+            } else {
+                None
+            };
+            if let Some(opened) = opened {
+                to_load.push((path.clone(), opened));
                 scan.files.push(path.clone());
             }
             scan.known.insert(path, h);
@@ -193,6 +208,13 @@ impl PluginFiles {
         self.loaded.loaded.extend(scan.report.loaded);
         self.known = scan.known;
     }
+}
+
+/// Whether `report` has a SASL mechanism from `path` named in `names`.
+fn provides_mechanism(report: &PluginLoadReport, path: &Path, names: &[String]) -> bool {
+    report.loaded.iter().any(|p| {
+        p.path == path && p.kind == portcullis::PluginKind::SaslMechanism && names.contains(&p.name)
+    })
 }
 
 fn hash(path: &Path) -> Option<[u8; 32]> {
