@@ -310,8 +310,9 @@ impl Node {
     /// (`reloaded`, newest first) and the plugins loaded at start. The mechanisms of
     /// `reloaded[0]` (libraries loaded by this reload: new files, new content of a file, or a new
     /// table) are taken from it even when `current` has one of that name, and the built-in
-    /// mechanisms named in `rebuilt` (their table changed) are built anew. OAUTHBEARER can only
-    /// be enabled by a reload when the node started with it.
+    /// mechanisms named in `rebuilt` (their table changed, or `[oauthbearer]`) are built anew;
+    /// `oauth` is OAUTHBEARER as a reload started it (the node's own when `None`). OAUTHBEARER can
+    /// only be enabled by a reload when the node started with it.
     ///
     /// # Errors
     /// [`NodeError`] as at start: an unknown name (with what is available), a plugin's
@@ -322,7 +323,13 @@ impl Node {
         current: &[Arc<dyn SaslMechanism>],
         reloaded: &[&PluginLoadReport],
         rebuilt: &[String],
+        oauth: Option<Arc<dyn SaslMechanism>>,
     ) -> Result<Vec<Arc<dyn SaslMechanism>>, NodeError> {
+        let oauth = oauth.or_else(|| {
+            self.oauth
+                .as_ref()
+                .map(crate::oauth::OAuthBearer::mechanism)
+        });
         let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
         let mut renewed = reloaded
             .first()
@@ -346,9 +353,7 @@ impl Node {
                 &self.context,
                 report,
                 &tables,
-                self.oauth
-                    .as_ref()
-                    .map(crate::oauth::OAuthBearer::mechanism),
+                oauth.clone(),
             )?);
         }
         Ok(out)

@@ -39,11 +39,17 @@ pub struct Context {
     pub acl: bool,
     /// The metadata store is the node's own file log.
     pub file_store: bool,
+    /// OAUTHBEARER's validator runs (the node started with OAUTHBEARER enabled).
+    pub oauth: bool,
 }
 
 /// Tables whose presence decides what the node runs (TLS or not, an authorizer or none):
 /// adding or removing one needs a restart, whatever is inside.
-const PRESENCE: &[&str] = &["listener.tls", "authorizer"];
+const PRESENCE: &[&str] = &["listener.tls", "authorizer", "oauthbearer"];
+
+/// Live (for new logins: the validator is built and started again) only while OAUTHBEARER's
+/// validator runs; without it, the table is only read at start.
+const LIVE_WITH_OAUTH: &[&str] = &["oauthbearer"];
 
 /// Whether a changed key can be applied while the node runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +121,7 @@ fn effect_of(key: &str, context: Context) -> Effect {
     if LIVE.iter().any(under)
         || (context.acl && LIVE_WITH_ACL.iter().any(under))
         || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
+        || (context.oauth && LIVE_WITH_OAUTH.iter().any(under))
     {
         Effect::Live
     } else {
@@ -182,6 +189,7 @@ super_users = ["User:admin"]
         let context = Context {
             acl,
             file_store: true,
+            oauth: false,
         };
         changes(&old, &new, context)
             .into_iter()
@@ -198,6 +206,7 @@ super_users = ["User:admin"]
         let context = Context {
             acl: true,
             file_store: true,
+            oauth: false,
         };
         let mut found = changes(&old, &new, context);
         plugin_tables_live(&mut found, &["X-NEW", "X-NE"]);
@@ -220,6 +229,35 @@ super_users = ["User:admin"]
                 ("forwarding.deny_api_keys".to_owned(), Effect::Live),
                 ("forwarding.policy".to_owned(), Effect::Restart),
             ]
+        );
+    }
+
+    #[test]
+    fn oauthbearer_is_live_only_while_its_validator_runs_and_cannot_come_or_go() {
+        let with = |audience: &str| {
+            format!("{BASE}\n[oauthbearer]\nexpected_audience = [\"{audience}\"]\n")
+        };
+        let (old, new): (toml::Table, toml::Table) = (
+            toml::from_str(&with("kafka")).unwrap(),
+            toml::from_str(&with("other")).unwrap(),
+        );
+        let effect = |oauth| {
+            let context = Context {
+                acl: true,
+                file_store: true,
+                oauth,
+            };
+            changes(&old, &new, context)
+                .into_iter()
+                .map(|c| (c.key, c.effect))
+                .collect::<Vec<_>>()
+        };
+        let key = "oauthbearer.expected_audience".to_owned();
+        assert_eq!(effect(true), vec![(key.clone(), Effect::Live)]);
+        assert_eq!(effect(false), vec![(key, Effect::Restart)]);
+        assert_eq!(
+            diff(&with("kafka"), true),
+            vec![("oauthbearer".to_owned(), Effect::Restart)]
         );
     }
 
@@ -294,6 +332,7 @@ super_users = ["User:admin"]
         let context = Context {
             acl: true,
             file_store: true,
+            oauth: false,
         };
         // `limits_x` is not under `limits`.
         assert_eq!(effect_of("limitsx.max", context), Effect::Restart);
@@ -308,6 +347,7 @@ super_users = ["User:admin"]
         let file = Context {
             acl: false,
             file_store: true,
+            oauth: false,
         };
         let kafka = Context {
             file_store: false,

@@ -82,6 +82,10 @@ pub enum Refusal {
     /// A new or changed library of the plugin directory, or a plugin of it, was refused.
     #[error(transparent)]
     Plugins(#[from] PluginRefusal),
+    /// OAUTHBEARER's validator cannot be started with the new `[oauthbearer]` (the key and URL
+    /// named).
+    #[error(transparent)]
+    OAuth(#[from] crate::oauth::OAuthError),
     /// The forwarding policy cannot be built with the new deny list.
     #[error("forwarding.deny_api_keys: {0}")]
     Policy(NodeError),
@@ -144,6 +148,9 @@ struct Running {
     files: Vec<Stamp>,
     /// The plugin directory's libraries as applied, and the plugins reloads loaded.
     plugins: PluginFiles,
+    /// OAUTHBEARER as the last reload that changed `[oauthbearer]` started it (the node's own
+    /// until then).
+    oauth: Option<crate::oauth::OAuthBearer>,
 }
 
 /// Reloads a running node's configuration file. One reload at a time.
@@ -186,6 +193,7 @@ impl Reloader {
                 fingerprint,
                 files,
                 plugins,
+                oauth: None,
             }),
         }
     }
@@ -231,6 +239,7 @@ impl Reloader {
         let context = diff::Context {
             acl: acl(&running.config) && acl(&new),
             file_store: running.config.store.kind == crate::config::StoreKind::File,
+            oauth: self.node.oauth.is_some(),
         };
         // New and changed plugin libraries are loaded (running their init) before anything is
         // decided: their configuration tables may change with them, and a plugin that refuses to
@@ -273,6 +282,24 @@ impl Reloader {
         if !restart.is_empty() {
             return Err(Refusal::NeedsRestart { keys: restart });
         }
+        // A changed [oauthbearer] starts a new validator (discovery, the first key set, its
+        // refresher) before anything is swapped: one that cannot start refuses the reload.
+        let oauth = match &new.oauthbearer {
+            Some(section) if changes.iter().any(|c| c.key.starts_with("oauthbearer.")) => {
+                Some(crate::oauth::OAuthBearer::start(section)?)
+            }
+            _ => None,
+        };
+        let mut rebuilt = builtin_mechanisms;
+        let oauth_mechanism = match oauth.as_ref().or(running.oauth.as_ref()) {
+            Some(o) => {
+                if oauth.is_some() {
+                    rebuilt.push(crate::config::OAUTHBEARER.to_owned());
+                }
+                Some(o.mechanism())
+            }
+            None => None,
+        };
         let current = self.listener.services();
         let mechanisms = self
             .node
@@ -280,7 +307,8 @@ impl Reloader {
                 &new,
                 &current.mechanisms,
                 &[&scan.report, running.plugins.reloaded()],
-                &builtin_mechanisms,
+                &rebuilt,
+                oauth_mechanism,
             )
             .map_err(Refusal::Mechanisms)?;
         let super_users = match &new.authorizer {
@@ -309,6 +337,14 @@ impl Reloader {
                 .map(|f| format!("plugins.dir file {} (loaded)", f.display())),
         );
         running.plugins.commit(scan);
+        if let Some(oauth) = oauth {
+            // The validator that was serving stops refreshing (its key set URL may be gone);
+            // sessions it accepted go on, their re-authentications use the new one.
+            match running.oauth.replace(oauth) {
+                Some(previous) => previous.shutdown(),
+                None => self.node.shutdown_background(),
+            }
+        }
         running.fingerprint = fingerprint(&new, &files);
         publish_fingerprint(&self.node, &running.fingerprint);
         running.config = new;
