@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -21,10 +22,10 @@ from kafka.errors import KafkaTimeoutError
 
 import test_plugin_mechanism as demo  # registers PORTCULLIS-DEMO's client side with kafka-python
 from clients import CaptureErrors, confluent_conf
-from conftest import ENABLED_MECHANISMS
+from conftest import ENABLED_MECHANISMS, make_tls_files
 from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Conn
-from reload_support import ReloadNode, Settings
-from test_reload import metadata_ok
+from reload_support import ReloadNode, Settings, replace_file, served_serial, server_cert
+from test_reload import metadata_ok, wait_for
 
 pytestmark = pytest.mark.portcullis_only
 
@@ -190,3 +191,35 @@ def test_a_mechanism_plugins_table_changed_by_reload_applies_to_new_logins(launc
         old_session.close()
     # The unchanged library was opened where it was: no private copy.
     assert not (node.process.workdir / "data" / "plugins-loaded").exists()
+
+
+def test_a_broken_library_refuses_explicit_reloads_but_not_a_certificate_rotation(launcher, run_dir, unique):
+    """A file that is no plugin dropped into the directory refuses `portcullis reload` (named);
+    the certificate poll leaves the directory alone, so a rotated certificate is still served;
+    the file removed, the next reload applies."""
+    name = unique("reload-plugin-junk")
+    tls = make_tls_files(run_dir / f"{name}-ca")
+    live = run_dir / f"{name}-live"
+    live.mkdir()
+    shutil.copy(tls.server_cert, live / "cert.pem")
+    shutil.copy(tls.server_key, live / "key.pem")
+    settings = Settings(tls=tls, cert_file=live / "cert.pem", key_file=live / "key.pem")
+    node = ReloadNode(launcher, name, settings)
+    plugins = node.process.workdir / "plugins"
+    host, port = "127.0.0.1", node.process.listener_port
+
+    (plugins / "libjunk.so").write_bytes(b"\x7fELF but not really")
+    r = node.reload()
+    said = r.stdout + r.stderr
+    assert r.returncode != 0 and "refused" in said and "libjunk.so" in said, said
+
+    serial = 0x7A4C_0000 + time.time_ns() % 1000
+    new_cert, new_key = server_cert(tls, run_dir / f"{name}-next", serial)
+    replace_file(new_key, live / "key.pem")
+    replace_file(new_cert, live / "cert.pem")
+    wait_for(lambda: served_serial(host, port, tls.ca_cert) == serial, 10,
+             "the rotated certificate is served with a broken library in the plugin directory")
+
+    (plugins / "libjunk.so").unlink()
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr

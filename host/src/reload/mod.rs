@@ -222,7 +222,7 @@ impl Reloader {
     /// off the async workers.
     pub fn run(&self, trigger: Trigger) -> Outcome {
         let mut running = self.lock();
-        let result = self.reload(&mut running);
+        let result = self.reload(&mut running, trigger);
         let outcome = Outcome {
             trigger,
             result,
@@ -233,7 +233,7 @@ impl Reloader {
         outcome
     }
 
-    fn reload(&self, running: &mut Running) -> Result<Applied, Refusal> {
+    fn reload(&self, running: &mut Running, trigger: Trigger) -> Result<Applied, Refusal> {
         let new = config::load(&self.path)?;
         let acl = |c: &Config| c.authorizer.as_ref().is_some_and(|a| a.plugin == "acl");
         let context = diff::Context {
@@ -246,13 +246,20 @@ impl Reloader {
         // start refuses the reload. What they load stays mapped even when the reload is refused.
         let tables = PluginTables::new(&new.plugins)?;
         let retabled = changed_tables(&running.config, &new);
-        let scan = running.plugins.scan(
-            &new,
-            &tables,
-            &self.node.context,
-            &self.node.plugins,
-            &retabled,
-        )?;
+        // The certificate poll leaves the plugin directory alone: a library dropped there (maybe
+        // a broken one) must not hold up a certificate rotation; SIGHUP and `portcullis reload`
+        // look at it.
+        let scan = if trigger == Trigger::Files {
+            running.plugins.unchanged()
+        } else {
+            running.plugins.scan(
+                &new,
+                &tables,
+                &self.node.context,
+                &self.node.plugins,
+                &retabled,
+            )?
+        };
         let mut changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
         // Tables are live for the mechanisms this reload created (new logins get them), for the
         // plugins no library provided before (nothing uses them yet), and for the built-in

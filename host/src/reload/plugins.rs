@@ -115,6 +115,14 @@ impl PluginFiles {
         }
     }
 
+    /// A scan that loads nothing and changes nothing when committed.
+    pub fn unchanged(&self) -> Scan {
+        Scan {
+            known: self.known.clone(),
+            ..Scan::default()
+        }
+    }
+
     /// The plugins reloads loaded, newest content of each library.
     pub fn reloaded(&self) -> &PluginLoadReport {
         &self.loaded
