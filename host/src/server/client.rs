@@ -51,7 +51,7 @@ use tokio::time::{sleep_until, Instant, Sleep};
 use super::admission::{PreAuthReservation, Slot};
 use super::brokers::Target;
 use super::client_reads::{read_request, Incoming};
-use super::driver_error::DriverError;
+use super::driver_error::{DriverError, ResponseSideFailure};
 use super::frames::{FrameError, FrameReader, ReadOutcome};
 use super::live::{Live, LiveSource};
 use super::queue::ResponseQueue;
@@ -266,7 +266,7 @@ impl Driver {
             let ticket = self.connection.ticket();
             let ResponseTask::Running(responses) = &mut self.responses else {
                 return Phase::Closing(End::Failed(DriverError::ResponseSide(
-                    "ended before serving did".to_owned(),
+                    ResponseSideFailure::EndedBeforeServing,
                 )));
             };
             let event = tokio::select! {
@@ -343,7 +343,7 @@ impl Driver {
             Ok(finished) => finished,
             Err(e) => {
                 self.responses = ResponseTask::Gone;
-                return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string())));
+                return Phase::Gone(End::Failed(DriverError::ResponseSide(e.into())));
             }
         };
         let (phase, finished) = match finished {
@@ -368,10 +368,9 @@ impl Driver {
                 },
             ),
             other => (
-                Phase::Closing(End::Failed(DriverError::ResponseSide(format!(
-                    "{:?}",
-                    other.ended
-                )))),
+                Phase::Closing(End::Failed(DriverError::ResponseSide(
+                    ResponseSideFailure::Finished(other.ended.name()),
+                ))),
                 other,
             ),
         };
@@ -419,7 +418,7 @@ impl Driver {
         let permit = Arc::clone(&self.shared.sasl_workers)
             .acquire_owned()
             .await
-            .map_err(|e| DriverError::Step(e.to_string()))?;
+            .map_err(|e| DriverError::Step(e.into()))?;
         // The connection travels to the worker and back; a fresh one stands in meanwhile.
         let stand_in = Connection::new(
             Arc::clone(self.connection.config()),
@@ -434,7 +433,7 @@ impl Driver {
             (connection, actions)
         })
         .await
-        .map_err(|e| DriverError::Step(e.to_string()))?;
+        .map_err(|e| DriverError::Step(e.into()))?;
         self.connection = connection;
         Ok(actions)
     }

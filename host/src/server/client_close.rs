@@ -29,7 +29,7 @@ impl Driver {
         };
         let finished = match finished {
             Ok(finished) => finished,
-            Err(e) => return Phase::Gone(End::Failed(DriverError::ResponseSide(e.to_string()))),
+            Err(e) => return Phase::Gone(End::Failed(DriverError::ResponseSide(e.into()))),
         };
         let Finished { ended, client } = finished;
         match ended {

@@ -23,13 +23,13 @@ pub(super) enum DriverError {
     #[error("cannot rewrite the upstream's response: {0}")]
     Rewrite(#[from] RewriteError),
     #[error("cannot apply authorization to the upstream's response: {0}")]
-    Authorization(String),
+    Authorization(#[from] portcullis::authorization::PlanError),
     #[error("the authentication step failed: {0}")]
-    Step(String),
+    Step(#[from] StepFailure),
     #[error("the client read nothing for {0:?}")]
     WriteStalled(Duration),
     #[error("the response side ended unexpectedly: {0}")]
-    ResponseSide(String),
+    ResponseSide(#[from] ResponseSideFailure),
     /// The forwarding policy routed a request with another identity than the one the
     /// connection's upstream was opened with: sending it would give it the wrong rights.
     #[error("the forwarding policy switched the upstream identity of a connection from {opened:?} to {requested:?}; a policy must route one session's requests with one identity")]
@@ -37,4 +37,29 @@ pub(super) enum DriverError {
         opened: portcullis::forwarding::UpstreamIdentity,
         requested: portcullis::forwarding::UpstreamIdentity,
     },
+}
+
+/// Why a SASL step could not run on the pool of SASL workers.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StepFailure {
+    /// The pool was closed: the server is shutting down.
+    #[error("the SASL workers are gone: {0}")]
+    WorkersClosed(#[from] tokio::sync::AcquireError),
+    /// The step's blocking task panicked or was cancelled.
+    #[error("the step's task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// How the response side of a connection ended while requests were still served.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ResponseSideFailure {
+    /// Its task panicked or was cancelled.
+    #[error("its task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// It was gone before serving started.
+    #[error("it ended before serving did")]
+    EndedBeforeServing,
+    /// It finished (drained or stopped) while the request side still served.
+    #[error("it {0} while requests were being served")]
+    Finished(&'static str),
 }

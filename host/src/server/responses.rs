@@ -58,6 +58,18 @@ pub(super) enum Ended {
     Client(DriverError),
 }
 
+impl Ended {
+    /// How it ended, in a word, for an error that names it.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Ended::Drained => "drained",
+            Ended::Stopped => "stopped",
+            Ended::Upstream(_) => "lost the upstream",
+            Ended::Client(_) => "lost the client",
+        }
+    }
+}
+
 /// What the response side hands back when it ends.
 #[derive(Debug)]
 pub(super) struct Finished {
@@ -282,11 +294,7 @@ impl ResponseSide {
         let response = if pending.plan.is_unchanged() {
             response
         } else {
-            pending
-                .plan
-                .apply(response)
-                .map_err(|e| DriverError::Authorization(e.to_string()))?
-                .frame
+            pending.plan.apply(response)?.frame
         };
         if !carries_addresses(pending.api_key) {
             return Ok(response);
