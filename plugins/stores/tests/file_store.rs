@@ -18,42 +18,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use portcullis::credentials::{
-    CredentialView, InMemoryCredentials, ScramCredential, ScramMechanism,
-};
+use portcullis::credentials::{CredentialView, InMemoryCredentials, ScramMechanism};
 use portcullis::store::{
     AppendBatch, Condition, MetadataRecord, MetadataStore, RecordKey, StoreError, StoredRecord,
 };
 use portcullis_plugin_stores::{
     apply_record, credentials_from, load_credentials, FileMetadataStore, StoreOptions,
-    COMMIT_FILE_NAME, COMPACTING_FILE_NAME, DROPPED_FILE_PREFIX, LOG_FILE_NAME, MAX_BATCH_BYTES,
+    COMMIT_FILE_NAME, COMPACTING_FILE_NAME, LOG_FILE_NAME, MAX_BATCH_BYTES,
 };
 
+mod support;
+
+use support::{credential, dropped_files, remove, set};
+
 const HEADER_LEN: u64 = 32;
-
-fn credential(iterations: u32, fill: u8) -> ScramCredential {
-    ScramCredential {
-        salt: vec![fill; 16],
-        stored_key: vec![fill.wrapping_add(1); 32],
-        server_key: vec![fill.wrapping_add(2); 32],
-        iterations,
-    }
-}
-
-fn set(user: &str, mechanism: ScramMechanism, iterations: u32) -> MetadataRecord {
-    MetadataRecord::ScramCredential {
-        user: user.to_owned(),
-        mechanism,
-        credential: credential(iterations, iterations as u8),
-    }
-}
-
-fn remove(user: &str, mechanism: ScramMechanism) -> MetadataRecord {
-    MetadataRecord::RemoveScramCredential {
-        user: user.to_owned(),
-        mechanism,
-    }
-}
 
 fn log_path(dir: &Path) -> PathBuf {
     dir.join(LOG_FILE_NAME)
@@ -111,19 +89,6 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect();
     out.sort();
     out
-}
-
-fn dropped_files(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(DROPPED_FILE_PREFIX)
-        })
-        .collect()
 }
 
 #[test]

@@ -23,17 +23,18 @@
 )]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use portcullis::credentials::{
-    CredentialView, InMemoryCredentials, ScramCredential, ScramMechanism,
-};
-use portcullis::store::{MetadataRecord, MetadataStore};
+use portcullis::credentials::{CredentialView, InMemoryCredentials, ScramMechanism};
+use portcullis::store::MetadataStore;
 use portcullis_plugin_stores::{
     credentials_from, load_credentials, FileMetadataStore, COMMIT_FILE_NAME, COMPACTING_FILE_NAME,
-    DROPPED_FILE_PREFIX,
 };
+
+mod support;
+
+use support::{dropped_files, remove, set};
 
 /// Held by each crash test for its whole run: one test's fork never copies another's open store.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -41,43 +42,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     // A failed crash test poisons the lock; the next one may still run.
     ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn credential(iterations: u32, fill: u8) -> ScramCredential {
-    ScramCredential {
-        salt: vec![fill; 16],
-        stored_key: vec![fill.wrapping_add(1); 32],
-        server_key: vec![fill.wrapping_add(2); 32],
-        iterations,
-    }
-}
-
-fn set(user: &str, mechanism: ScramMechanism, iterations: u32) -> MetadataRecord {
-    MetadataRecord::ScramCredential {
-        user: user.to_owned(),
-        mechanism,
-        credential: credential(iterations, iterations as u8),
-    }
-}
-
-fn remove(user: &str, mechanism: ScramMechanism) -> MetadataRecord {
-    MetadataRecord::RemoveScramCredential {
-        user: user.to_owned(),
-        mechanism,
-    }
-}
-
-fn dropped_files(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(DROPPED_FILE_PREFIX)
-        })
-        .collect()
 }
 
 // ---- Crashes --------------------------------------------------------------------------------------
