@@ -17,6 +17,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import (ENABLED_MECHANISMS, KAFKA_NODE_ID, PORTCULLIS_USERS, Gateway, Launcher, PortcullisProcess,
@@ -134,6 +135,19 @@ class ReloadNode:
             ca_file=ca_file,
             process=self.process,
         )
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """The predicate's first truthy value within `timeout` seconds (polled every 0.1 s), or an
+    AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.1)
 
 
 def cluster_fingerprints(binary: Path, config: Path) -> dict[int, str]:

@@ -23,23 +23,12 @@ from conftest import PORTCULLIS_USERS, free_ports, make_tls_files
 from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Closed, Conn
 from reauth_support import ReauthConn
 from cluster_support import cluster_tls, store_sections
-from reload_support import ReloadNode, Settings, cluster_fingerprints, replace_file, served_serial, server_cert
+from reload_support import ReloadNode, Settings, wait_for, cluster_fingerprints, replace_file, served_serial, server_cert
 
 pytestmark = pytest.mark.portcullis_only
 
 ROTATION_DEADLINE_S = 10.0  # issue 23: a replaced file is served within 10 s, with no trigger
 ROTATIONS = 3
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def metadata_ok(conf: dict) -> bool:

@@ -24,8 +24,8 @@ import test_plugin_mechanism as demo  # registers PORTCULLIS-DEMO's client side 
 from clients import CaptureErrors, confluent_conf
 from conftest import ENABLED_MECHANISMS, make_tls_files
 from kafka_wire import ERROR_UNSUPPORTED_SASL_MECHANISM, Conn
-from reload_support import ReloadNode, Settings, replace_file, served_serial, server_cert
-from test_reload import metadata_ok, wait_for
+from reload_support import ReloadNode, Settings, replace_file, served_serial, server_cert, wait_for
+from test_reload import metadata_ok
 
 pytestmark = pytest.mark.portcullis_only
 

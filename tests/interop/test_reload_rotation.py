@@ -22,7 +22,7 @@ from confluent_kafka import Consumer
 from clients import confluent_conf, confluent_create_topic
 from conftest import PORTCULLIS_USERS, make_tls_files
 from prometheus import security_counters
-from reload_support import ReloadNode, Settings, replace_file, served_serial, server_cert
+from reload_support import ReloadNode, Settings, wait_for, replace_file, served_serial, server_cert
 
 pytestmark = [pytest.mark.portcullis_only, pytest.mark.long]
 
@@ -34,17 +34,6 @@ REAUTH_MS = 15_000  # both clients re-authenticate (KIP-368) several times, unde
 SCRAM_ONLY = ["SCRAM-SHA-512", "SCRAM-SHA-256"]
 WITH_PLAIN = SCRAM_ONLY + ["PLAIN"]
 BASE_SUPER_USERS = ["User:alice", "User:carol"]  # the producer's and the consumer's principals
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def java_value(key: str) -> str:
