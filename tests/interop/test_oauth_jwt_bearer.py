@@ -203,13 +203,17 @@ def test_provider_jwt_bearer_grant_checks_the_assertion(oidc, tmp_path):
 # A node with the registered key
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def jwt_bearer_node(launcher, oidc, tmp_path_factory):
+    """A node logged in upstream with the JWT-bearer grant, stopped after its test: it fetches a
+    token of the client every ~10 s while it runs, which the provider counts for the client, and
+    the unregistered-key test below counts exactly that client's tokens (it once saw this node's)."""
     client = jwt_bearer_client(oidc)
     key = write_private(tmp_path_factory.mktemp("jwt-bearer") / "assertion-key.pem", client["private_key_pem"])
     node = start_oauth_portcullis(launcher, oidc, "oauth-jwt-bearer", oauthbearer={}, mechanisms=["SCRAM-SHA-512"],
                                   upstream=oauth_upstream(), sections=login_sections(oidc, client, key))
-    return node, client
+    yield node, client
+    node.process.stop()
 
 
 def test_jwt_bearer_login_refreshes_and_reauthenticates_for_30s(jwt_bearer_node, oidc, java, tmp_path, unique):
