@@ -39,7 +39,7 @@ pub(crate) struct Commit {
 }
 
 impl Commit {
-    fn encode(&self) -> [u8; SLOT_LEN] {
+    pub(crate) fn encode(&self) -> [u8; SLOT_LEN] {
         let mut body = Vec::with_capacity(SLOT_LEN);
         body.extend_from_slice(&self.sequence.to_be_bytes());
         body.extend_from_slice(&self.generation.to_be_bytes());

@@ -60,6 +60,8 @@ mod file_store;
 )]
 mod files;
 mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod legacy;
 #[allow(
     clippy::disallowed_methods,

@@ -1,0 +1,66 @@
+//! A plugin's `[plugins.config.NAME]` table reaches it as TOML text, which it deserializes with
+//! `parse_config` (on its own side of the C ABI). Whatever the text, parsing never panics, and an
+//! error never repeats a string value of the table: such values are often secrets (tokens,
+//! passwords), and the host prints these errors.
+#![no_main]
+
+use std::collections::BTreeMap;
+
+use libfuzzer_sys::fuzz_target;
+use portcullis::plugin_api::plugin::parse_config;
+
+/// A table with the shapes plugins use: strings, numbers, lists, a nested table, optional keys.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Sample {
+    mode: String,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    max_ms: u64,
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    rules: BTreeMap<String, Rule>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Rule {
+    prefix: String,
+    allow: bool,
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Err(error) = parse_config::<Sample>(text) else {
+        return;
+    };
+    // The string values of the table, when the text is TOML at all (long enough that they cannot
+    // be a word of serde's own message by chance).
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return;
+    };
+    let mut values = Vec::new();
+    strings(&toml::Value::Table(table), &mut values);
+    for value in values.iter().filter(|v| v.len() >= 12) {
+        assert!(
+            !error.message.contains(value.as_str()),
+            "a string value of the table is in the error: {}",
+            error.message
+        );
+    }
+});
+
+fn strings(value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::String(s) => out.push(s.clone()),
+        toml::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        toml::Value::Table(table) => table.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
