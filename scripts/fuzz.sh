@@ -93,7 +93,8 @@ fuzz_one() {
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2)
   if [[ $rc -ne 0 ]]; then
-    result="CRASH (exit $rc): $(ls "$dir"/crash-* "$dir"/timeout-* "$dir"/oom-* 2>/dev/null | head -1)"
+    # libFuzzer names the input it stopped on crash-*, timeout-*, oom- or slow-unit-*.
+    result="CRASH (exit $rc): $(find "$dir" -maxdepth 1 -type f -name '*-*' ! -name log | head -1)"
   elif [[ $MERGE -eq 1 ]]; then
     "$BIN_DIR/$t" -merge=1 -max_len=8192 "$ROOT/fuzz/corpus/$t" "$dir/new" >"$dir/merge.log" 2>&1 \
       || result="merge failed (see $dir/merge.log)"
