@@ -7,8 +7,12 @@
 # Prints a summary at the end and exits non-zero if any step failed.
 #
 # Usage: scripts/test.sh [--full] [--workers N] [--interop-only] [--no-quickstart]
-#                        [--target portcullis|kafka] [--keep] [--no-lint] [-- PYTEST_ARGS...]
-#   --full           also the long tests (marked `long`: chaos, soak, 60-s client runs); CI runs it
+#                        [--target portcullis|kafka] [--keep] [--no-lint] [--fuzz SECONDS]
+#                        [-- PYTEST_ARGS...]
+#   --full           also the long tests (marked `long`: chaos, soak, 60-s client runs) and every
+#                    fuzz target for 30 s on its kept corpus (scripts/fuzz.sh); CI runs it
+#   --fuzz SECONDS   each fuzz target for SECONDS (0: none; default 30 with --full and no
+#                    PYTEST_ARGS, else 0)
 #   --workers N      parallel pytest workers for the interop suite (default 3; 0: one process)
 #   --interop-only   skip `cargo test` (still builds the portcullis binary)
 #   --no-quickstart  skip the final `scripts/quickstart.sh --exit` smoke run
@@ -39,6 +43,7 @@ quickstart=1
 target=portcullis
 keep=0
 lint=1
+fuzz_time=
 pytest_args=()
 while (($#)); do
   case "$1" in
@@ -49,6 +54,7 @@ while (($#)); do
     --target) target=${2:?--target needs portcullis or kafka}; shift ;;
     --keep) keep=1 ;;
     --no-lint) lint=0 ;;
+    --fuzz) fuzz_time=${2:?--fuzz needs a number of seconds}; shift ;;
     --) shift; pytest_args=("$@"); break ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
@@ -56,6 +62,9 @@ while (($#)); do
   shift
 done
 [[ $target == portcullis || $target == kafka ]] || die "--target must be portcullis or kafka"
+# A by-hand selection (-- PYTEST_ARGS) runs no fuzzing unless asked for.
+[[ -n $fuzz_time ]] || fuzz_time=$((full && ${#pytest_args[@]} == 0 ? 30 : 0))
+[[ $fuzz_time =~ ^[0-9]+$ ]] || die "--fuzz takes a whole number of seconds"
 [[ $workers =~ ^[0-9]+$ ]] || die "--workers must be a number"
 
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-test.XXXXXX")
@@ -335,6 +344,17 @@ run_quickstart() {
 }
 if ((quickstart)) && [[ $target == portcullis ]]; then
   bg_step "quickstart --exit" run_quickstart
+fi
+
+# Every fuzz target on its kept corpus (fuzz/corpus), side by side with the interop suite at the
+# lowest CPU priority: it takes only what the tests leave idle, so it neither slows them nor adds
+# to the run's time (its builds live in the cache, apart from CARGO_TARGET_DIR). A crash fails the
+# run, with the input kept in the run directory.
+run_fuzz() {
+  FUZZ_RUN_DIR=$RUN_DIR/fuzz nice -n 19 scripts/fuzz.sh --time "$fuzz_time"
+}
+if ((fuzz_time > 0)); then
+  bg_step "fuzz (${fuzz_time}s per target)" run_fuzz
 fi
 
 step "interop tests ($target)" run_pytest || true
