@@ -47,6 +47,8 @@ pub(super) fn serve(path: &Path) -> anyhow::Result<()> {
         // A node of a cluster also serves its peers' forwarded mutations.
         let inter_node = match (&node.cluster, &node.config.cluster) {
             (Some(cluster), Some(config)) => {
+                // The writer forgets applied requests once no retry can come.
+                let _ = crate::cluster::idempotence::spawn_housekeeping(Arc::clone(cluster));
                 Some(crate::cluster::listener::spawn(Arc::clone(cluster), config).await?)
             }
             _ => None,

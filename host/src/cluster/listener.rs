@@ -184,7 +184,15 @@ async fn envelope_answer(
     };
     let inner = Bytes::copy_from_slice(request.request_data);
     Ok(
-        match cluster.run_here(&inner, &principal, client_address).await {
+        match cluster
+            .run_here(
+                &inner,
+                &principal,
+                client_address,
+                request.request_id.as_ref(),
+            )
+            .await
+        {
             Ok(data) => EnvelopeResponse {
                 error: ErrorCode::NONE,
                 response_data: Some(data),
