@@ -82,6 +82,9 @@ pub struct ForwardedRequestRecord {
     /// When the writer applied it (ms since the epoch, the writer's clock): it is tombstoned a
     /// retention later.
     pub applied_ms: i64,
+    /// SHA-256 (hex) of the forwarded principal and the client's request: a retry must match it.
+    #[serde(default)]
+    pub fingerprint: String,
     /// The response frame the client got (header and body), once recorded. A
     /// CreateDelegationToken response is recorded without its HMAC.
     #[serde(default, with = "base64_bytes")]
@@ -549,6 +552,7 @@ mod tests {
             request_id: "2-00ab-7".into(),
             client_id: "adminclient-1".into(),
             applied_ms: 5,
+            fingerprint: "ab".into(),
             response: Some(vec![0, 1, 255]),
         });
         let json = serde_json::to_string(&record).unwrap();

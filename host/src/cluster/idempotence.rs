@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis::local::forwarded::dedup::{ForwardedRequests, Lookup};
+use portcullis::local::forwarded::dedup::ForwardedRequests;
 use portcullis::local::forwarded::{RequestId, RequestIds};
 use portcullis::local::PersistError;
 use portcullis::store::{MetadataStore, StoreError, StoredRecord};
@@ -87,9 +87,7 @@ impl Idempotence {
     /// record the answer.
     pub(super) async fn wait_for_answer(&self, id: &RequestId) {
         let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
-        while self.applied.lookup(id) == Lookup::Unanswered
-            && tokio::time::Instant::now() < deadline
-        {
+        while self.applied.unanswered(id) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

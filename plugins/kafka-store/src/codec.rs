@@ -158,6 +158,7 @@ mod tests {
             request_id: "3-00ff-12".into(),
             client_id: "c".into(),
             applied_ms: 9,
+            fingerprint: "f".into(),
             response: Some(vec![1, 2]),
         });
         let (key, value) = encode(&record);

@@ -32,11 +32,15 @@ pub enum Lookup {
     Answered(Bytes),
     /// Applied, but its answer was never recorded (the writer stopped in between).
     Unanswered,
+    /// The id was applied for another request (another principal or other bytes): a forged or
+    /// colliding id, never answered with that request's answer.
+    Mismatch,
 }
 
 #[derive(Debug)]
 struct Entry {
     applied_ms: i64,
+    fingerprint: String,
     response: Option<Bytes>,
 }
 
@@ -65,6 +69,7 @@ impl ForwardedRequests {
                     let response = record.response.clone().map(Bytes::from);
                     let entry = entries.entry(record.request_id.clone()).or_insert(Entry {
                         applied_ms: record.applied_ms,
+                        fingerprint: record.fingerprint.clone(),
                         response: None,
                     });
                     // A recorded answer is never forgotten by a later record of the key.
@@ -80,16 +85,24 @@ impl ForwardedRequests {
         }
     }
 
-    /// What the table knows of `id`.
-    pub fn lookup(&self, id: &RequestId) -> Lookup {
+    /// What the table knows of `id`, for the request with this [`fingerprint`].
+    pub fn lookup(&self, id: &RequestId, fingerprint: &str) -> Lookup {
         match self.entries().get(id.as_str()) {
             None => Lookup::New,
+            Some(entry) if entry.fingerprint != fingerprint => Lookup::Mismatch,
             Some(Entry {
                 response: Some(bytes),
                 ..
             }) => Lookup::Answered(bytes.clone()),
             Some(_) => Lookup::Unanswered,
         }
+    }
+
+    /// Whether `id` was applied but its answer is not recorded (yet).
+    pub fn unanswered(&self, id: &RequestId) -> bool {
+        self.entries()
+            .get(id.as_str())
+            .is_some_and(|e| e.response.is_none())
     }
 
     /// How many requests the table holds.
@@ -137,14 +150,9 @@ impl ForwardedRequests {
 /// `batch` with the request's marker added: written with the effect's records in one atomic
 /// append, and only if no record of the id exists (a concurrent attempt of the same request on
 /// this writer that got there first makes this one conflict instead of applying twice).
-pub fn with_marker(
-    batch: &AppendBatch,
-    id: &RequestId,
-    client_id: &str,
-    now_ms: i64,
-) -> AppendBatch {
+pub fn with_marker(batch: &AppendBatch, id: &Applied<'_>, now_ms: i64) -> AppendBatch {
     let mut batch = batch.clone();
-    let record = record(id, client_id, now_ms, None);
+    let record = record(id, now_ms, None);
     batch.conditions.push(Condition::Latest {
         key: record.key(),
         offset: None,
@@ -154,13 +162,31 @@ pub fn with_marker(
 }
 
 /// The batch that records the answer of an applied request.
-pub fn response_batch(
-    id: &RequestId,
-    client_id: &str,
-    now_ms: i64,
-    response: Vec<u8>,
-) -> AppendBatch {
-    AppendBatch::new(vec![record(id, client_id, now_ms, Some(response))])
+pub fn response_batch(id: &Applied<'_>, now_ms: i64, response: Vec<u8>) -> AppendBatch {
+    AppendBatch::new(vec![record(id, now_ms, Some(response))])
+}
+
+/// What a request's records say about it besides the answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Applied<'a> {
+    /// The request id.
+    pub id: &'a RequestId,
+    /// The client's client id.
+    pub client_id: &'a str,
+    /// The request's [`fingerprint`].
+    pub fingerprint: &'a str,
+}
+
+/// SHA-256 (hex) of the forwarded principal (its Envelope bytes) and the client's request frame:
+/// what every attempt of one request has in common.
+pub fn fingerprint(principal: &crate::envelope::ForwardedPrincipal, frame: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let principal = crate::envelope::serialize_principal(principal);
+    let mut hash = Sha256::new();
+    hash.update((principal.len() as u64).to_be_bytes());
+    hash.update(&principal);
+    hash.update(frame);
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The key of a request's record.
@@ -170,16 +196,12 @@ pub fn key(id: &RequestId) -> RecordKey {
     }
 }
 
-fn record(
-    id: &RequestId,
-    client_id: &str,
-    applied_ms: i64,
-    response: Option<Vec<u8>>,
-) -> MetadataRecord {
+fn record(applied: &Applied<'_>, applied_ms: i64, response: Option<Vec<u8>>) -> MetadataRecord {
     MetadataRecord::ForwardedRequest(ForwardedRequestRecord {
-        request_id: id.as_str().to_owned(),
-        client_id: client_id.chars().take(CLIENT_ID_CHARS).collect(),
+        request_id: applied.id.as_str().to_owned(),
+        client_id: applied.client_id.chars().take(CLIENT_ID_CHARS).collect(),
         applied_ms,
+        fingerprint: applied.fingerprint.to_owned(),
         response,
     })
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::dedup::{response_batch, with_marker, ForwardedRequests, Lookup};
+use super::dedup::{fingerprint, response_batch, with_marker, Applied, ForwardedRequests, Lookup};
 use super::recorded::{from_record, to_record, TokenHmac};
 use super::{error_response, run_on_writer, RequestId};
 use crate::envelope::ForwardedPrincipal;
@@ -81,6 +81,8 @@ pub fn answer_known(frame: &Bytes, lookup: &Lookup, token_hmac: TokenHmac<'_>) -
     };
     match lookup {
         Lookup::New => None,
+        // Another request's id: refused (the forwarder's client gets UNKNOWN_SERVER_ERROR).
+        Lookup::Mismatch => Some(Ran::Envelope(ErrorCode::INVALID_REQUEST)),
         Lookup::Answered(recorded) => Some(
             from_record(frame, recorded, token_hmac)
                 .map(Ran::Answer)
@@ -103,10 +105,11 @@ where
     P: FnMut(AppendBatch) -> F,
     F: Future<Output = PersistOutcome>,
 {
+    let fingerprint = fingerprint(mutation.principal, mutation.frame);
     let known = |id: &RequestId| {
         answer_known(
             mutation.frame,
-            &writer.applied.lookup(id),
+            &writer.applied.lookup(id, &fingerprint),
             writer.token_hmac,
         )
     };
@@ -135,15 +138,12 @@ where
         match effect {
             Effect::Respond(bytes) => {
                 if let (true, Some(id)) = (marked, mutation.request_id) {
-                    record_answer(
-                        mutation.frame,
+                    let applied = Applied {
                         id,
-                        &client_id,
-                        &bytes,
-                        &now_ms,
-                        &mut persist,
-                    )
-                    .await;
+                        client_id: &client_id,
+                        fingerprint: &fingerprint,
+                    };
+                    record_answer(mutation.frame, &applied, &bytes, &now_ms, &mut persist).await;
                 }
                 return Ran::Answer(bytes);
             }
@@ -158,7 +158,14 @@ where
                     _ => None,
                 };
                 let batch = match marking {
-                    Some(id) => with_marker(pending.batch(), id, &client_id, now_ms()),
+                    Some(id) => {
+                        let applied = Applied {
+                            id,
+                            client_id: &client_id,
+                            fingerprint: &fingerprint,
+                        };
+                        with_marker(pending.batch(), &applied, now_ms())
+                    }
                     None => pending.batch().clone(),
                 };
                 let outcome = persist(batch).await;
@@ -185,8 +192,7 @@ where
 /// client gets its answer; a retry of it would get REQUEST_TIMED_OUT, never a second effect.
 async fn record_answer<P, F>(
     frame: &Bytes,
-    id: &RequestId,
-    client_id: &str,
+    applied: &Applied<'_>,
     response: &Bytes,
     now_ms: &impl Fn() -> i64,
     persist: &mut P,
@@ -194,11 +200,12 @@ async fn record_answer<P, F>(
     P: FnMut(AppendBatch) -> F,
     F: Future<Output = PersistOutcome>,
 {
+    let id = applied.id;
     let Some(recorded) = to_record(frame, response) else {
         tracing::warn!(request_id = %id, "a forwarded mutation's answer cannot be recorded");
         return;
     };
-    if let Err(error) = persist(response_batch(id, client_id, now_ms(), recorded)).await {
+    if let Err(error) = persist(response_batch(applied, now_ms(), recorded)).await {
         tracing::warn!(request_id = %id, ?error, "a forwarded mutation's answer was not recorded");
     }
 }

@@ -145,8 +145,12 @@ impl Node {
     /// Runs the request; `record_answers: false` stands for a writer that dies after the
     /// effect's append and before the answer's.
     fn run(&self, id: Option<&RequestId>, record_answers: bool) -> Ran {
+        self.run_as("alice", id, record_answers)
+    }
+
+    fn run_as(&self, user: &str, id: Option<&RequestId>, record_answers: bool) -> Ran {
         let principal = crate::envelope::ForwardedPrincipal {
-            principal: Principal::user("alice"),
+            principal: Principal::user(user),
             token_authenticated: false,
             groups: vec![],
         };
@@ -215,7 +219,7 @@ fn a_retried_request_gets_the_first_answer_and_no_second_effect() {
     assert_eq!(node.tokens.created.load(Ordering::SeqCst), 1);
     assert_eq!(node.tokens_in_log(), 1);
     // The log never holds the HMAC: the recorded answer has it empty.
-    let Lookup::Answered(recorded) = node.applied.lookup(&id) else {
+    let Lookup::Answered(recorded) = node.applied.lookup(&id, &alices()) else {
         panic!("no answer recorded")
     };
     assert!(token_of(&recorded).hmac.is_empty());
@@ -237,13 +241,37 @@ fn an_applied_request_without_an_answer_times_out_and_is_not_applied_again() {
     // The client's answer was computed, but the writer died before recording it (and before
     // the forwarder heard it).
     assert_eq!(answer(node.run(Some(&id), false)).error_code, 0);
-    assert_eq!(node.applied.lookup(&id), Lookup::Unanswered);
+    assert_eq!(node.applied.lookup(&id, &alices()), Lookup::Unanswered);
     for _ in 0..2 {
         let retried = answer(node.run(Some(&id), true));
         assert_eq!(retried.error_code, ErrorCode::REQUEST_TIMED_OUT.0);
         assert!(retried.hmac.is_empty());
     }
     assert_eq!(node.tokens.created.load(Ordering::SeqCst), 1);
+    assert_eq!(node.tokens_in_log(), 1);
+}
+
+/// The fingerprint of alice's request made by [`frame`].
+fn alices() -> String {
+    let principal = crate::envelope::ForwardedPrincipal {
+        principal: Principal::user("alice"),
+        token_authenticated: false,
+        groups: vec![],
+    };
+    crate::local::forwarded::dedup::fingerprint(&principal, &frame())
+}
+
+#[test]
+fn an_id_reused_for_another_request_is_refused() {
+    let node = Node::new();
+    let id = RequestIds::new(1, 1).next();
+    let first = answer(node.run(Some(&id), true));
+    assert_eq!(first.error_code, 0);
+    // Another principal with the same id: neither the first answer (its HMAC) nor an effect.
+    assert_eq!(
+        node.run_as("mallory", Some(&id), true),
+        Ran::Envelope(ErrorCode::INVALID_REQUEST)
+    );
     assert_eq!(node.tokens_in_log(), 1);
 }
 
@@ -269,6 +297,7 @@ fn records_are_tombstoned_after_the_retention_or_beyond_the_bound() {
             request_id: id.as_str().to_owned(),
             client_id: String::new(),
             applied_ms,
+            fingerprint: alices(),
             response: None,
         })
     };
@@ -292,7 +321,7 @@ fn records_are_tombstoned_after_the_retention_or_beyond_the_bound() {
     assert_eq!(table.expired(5_500, 10_000, 0, 1).unwrap().records.len(), 1);
     // Applied, a tombstone forgets the request: a much later request with its id would run.
     node.store.append_batch(&batch).unwrap();
-    assert_eq!(node.applied.lookup(&old), Lookup::New);
+    assert_eq!(node.applied.lookup(&old, &alices()), Lookup::New);
 }
 
 #[test]
@@ -320,6 +349,6 @@ fn a_refused_request_leaves_no_record() {
     node.handlers = vec![Arc::new(Refuse)];
     let id = RequestIds::new(1, 1).next();
     assert_ne!(answer(node.run(Some(&id), true)).error_code, 0);
-    assert_eq!(node.applied.lookup(&id), Lookup::New);
+    assert_eq!(node.applied.lookup(&id, &alices()), Lookup::New);
     assert!(node.store.snapshot().unwrap().is_empty());
 }
