@@ -352,3 +352,22 @@ fn a_refused_request_leaves_no_record() {
     assert_eq!(node.applied.lookup(&id, &alices()), Lookup::New);
     assert!(node.store.snapshot().unwrap().is_empty());
 }
+
+#[test]
+fn the_marker_condition_stops_a_second_effect_even_when_the_table_lags() {
+    // Two attempts of one request decided on the same writer at once: the second one's table
+    // lookup ran before the first one's records were applied. Its append carries the marker's
+    // condition, conflicts, and writes nothing.
+    let node = Node::new();
+    let id = RequestIds::new(1, 1).next();
+    answer(node.run(Some(&id), true));
+    let lagging = Node {
+        store: Arc::clone(&node.store),
+        applied: Arc::new(ForwardedRequests::new()),
+        tokens: Arc::clone(&node.tokens),
+        handlers: node.handlers.clone(),
+    };
+    let second = answer(lagging.run(Some(&id), true));
+    assert_ne!(second.error_code, 0);
+    assert_eq!(node.tokens_in_log(), 1);
+}
