@@ -60,6 +60,62 @@ pub enum MetadataRecord {
         /// The token id.
         token_id: String,
     },
+    /// A forwarded mutation was applied (this record is written in the same atomic batch as the
+    /// mutation's records), or its answer was recorded (a later record of the same key with
+    /// `response`). The cluster's writer answers a retry of the same request from it instead of
+    /// applying the mutation again (`local::forwarded::dedup`).
+    ForwardedRequest(ForwardedRequestRecord),
+    /// A forwarded mutation's record, dropped once no retry of it can arrive any more.
+    RemoveForwardedRequest {
+        /// The request id.
+        request_id: String,
+    },
+}
+
+/// A forwarded mutation that was applied, and its answer once recorded.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForwardedRequestRecord {
+    /// The request id ([`crate::local::forwarded::RequestId`]).
+    pub request_id: String,
+    /// The client id of the client that sent it (for diagnosis only; cut to 64 characters).
+    pub client_id: String,
+    /// When the writer applied it (ms since the epoch, the writer's clock): it is tombstoned a
+    /// retention later.
+    pub applied_ms: i64,
+    /// SHA-256 (hex) of the forwarded principal and the client's request: a retry must match it.
+    #[serde(default)]
+    pub fingerprint: String,
+    /// The response frame the client got (header and body), once recorded. A
+    /// CreateDelegationToken response is recorded without its HMAC.
+    #[serde(default, with = "base64_bytes")]
+    pub response: Option<Vec<u8>>,
+}
+
+/// Bytes as base64 text in the JSON form of records (a JSON array of numbers is four times
+/// larger).
+mod base64_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    const ENGINE: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+    pub(super) fn serialize<S: Serializer>(
+        bytes: &Option<Vec<u8>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(b) => serializer.serialize_some(&ENGINE.encode(b)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| ENGINE.decode(text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// A delegation token's state as stored (Kafka's `TokenInformation` without the HMAC).
@@ -106,6 +162,11 @@ pub enum RecordKey {
         /// The token id.
         token_id: String,
     },
+    /// One forwarded mutation's record.
+    ForwardedRequest {
+        /// The request id.
+        request_id: String,
+    },
 }
 
 impl RecordKey {
@@ -139,6 +200,9 @@ impl RecordKey {
             RecordKey::DelegationToken { token_id } => MetadataRecord::RemoveDelegationToken {
                 token_id: token_id.clone(),
             },
+            RecordKey::ForwardedRequest { request_id } => MetadataRecord::RemoveForwardedRequest {
+                request_id: request_id.clone(),
+            },
         }
     }
 }
@@ -167,6 +231,12 @@ impl MetadataRecord {
             MetadataRecord::RemoveDelegationToken { token_id } => RecordKey::DelegationToken {
                 token_id: token_id.clone(),
             },
+            MetadataRecord::ForwardedRequest(ForwardedRequestRecord { request_id, .. })
+            | MetadataRecord::RemoveForwardedRequest { request_id } => {
+                RecordKey::ForwardedRequest {
+                    request_id: request_id.clone(),
+                }
+            }
         }
     }
 
@@ -177,6 +247,7 @@ impl MetadataRecord {
             MetadataRecord::RemoveScramCredential { .. }
                 | MetadataRecord::RemoveAcl { .. }
                 | MetadataRecord::RemoveDelegationToken { .. }
+                | MetadataRecord::RemoveForwardedRequest { .. }
         )
     }
 }
@@ -473,6 +544,36 @@ mod tests {
                 token_id: "t".into()
             }
         );
+    }
+
+    #[test]
+    fn forwarded_request_records_round_trip_with_their_response_in_base64() {
+        let record = MetadataRecord::ForwardedRequest(ForwardedRequestRecord {
+            request_id: "2-00ab-7".into(),
+            client_id: "adminclient-1".into(),
+            applied_ms: 5,
+            fingerprint: "ab".into(),
+            response: Some(vec![0, 1, 255]),
+        });
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains(r#""response":"AAH/""#), "{json}");
+        assert_eq!(
+            serde_json::from_str::<MetadataRecord>(&json).unwrap(),
+            record
+        );
+        let marker =
+            r#"{"type":"ForwardedRequest","request_id":"a","client_id":"","applied_ms":1}"#;
+        let MetadataRecord::ForwardedRequest(marker) = serde_json::from_str(marker).unwrap() else {
+            panic!("not a forwarded request")
+        };
+        assert_eq!(marker.response, None);
+        let key = record.key();
+        assert_eq!(RecordKey::decode(&key.encode()).unwrap(), key);
+        assert!(key.tombstone().is_tombstone());
+        assert_eq!(key.tombstone().key(), key);
+        assert!(!record.is_tombstone());
+        let bad = r#"{"type":"ForwardedRequest","request_id":"a","client_id":"","applied_ms":1,"response":"!"}"#;
+        assert!(serde_json::from_str::<MetadataRecord>(bad).is_err());
     }
 
     #[test]

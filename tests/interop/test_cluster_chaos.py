@@ -12,9 +12,8 @@
   and nothing it sent after its successor's announcement is in the topic (read with
   read_uncommitted: aborted messages count too).
 
-Tokens are left out of the chaos load: a CreateDelegationToken whose writer died after writing it
-and before answering is retried and creates a second token (as with Kafka's forwarding); the
-first one is never handed out and expires at its maximum lifetime.
+Tokens are left out of this load: `test_idempotent_forwarding.py` kills the writer while clients
+create and renew tokens through followers, and checks that a retried create is never applied twice.
 """
 
 from __future__ import annotations

@@ -46,9 +46,11 @@ pub(super) fn serve(path: &Path) -> anyhow::Result<()> {
         }
         // A node of a cluster also serves its peers' forwarded mutations.
         let inter_node = match (&node.cluster, &node.config.cluster) {
-            (Some(cluster), Some(config)) => {
-                Some(crate::cluster::listener::spawn(Arc::clone(cluster), config).await?)
-            }
+            (Some(cluster), Some(config)) => Some((
+                crate::cluster::listener::spawn(Arc::clone(cluster), config).await?,
+                // The writer forgets applied requests once no retry can come.
+                crate::cluster::idempotence::spawn_housekeeping(Arc::clone(cluster)),
+            )),
             _ => None,
         };
         let reload_node = Arc::clone(&node);
@@ -63,8 +65,9 @@ pub(super) fn serve(path: &Path) -> anyhow::Result<()> {
             crate::telemetry::admin::set_reload_handler(reloader);
         })
         .await;
-        if let Some(listener) = inter_node {
+        if let Some((listener, housekeeping)) = inter_node {
             listener.abort();
+            housekeeping.abort();
         }
         served
     });

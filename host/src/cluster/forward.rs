@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use portcullis::envelope::{self, EnvelopeResponse};
+use portcullis::local::forwarded::RequestId;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -34,7 +35,7 @@ const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 type Connection = TlsStream<TcpStream>;
 
 /// Why one attempt to reach the writer got no answer. The writer may or may not have run the
-/// request; the caller retries (the store's records make a retried mutation's effect the same).
+/// request; the caller retries with the same request id, which the writer applies once.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     /// The writer's address has no host a certificate could name.
@@ -109,14 +110,16 @@ impl Peers {
         frame: &Bytes,
         principal: &[u8],
         client_address: IpAddr,
+        request_id: &RequestId,
     ) -> Result<EnvelopeResponse, ForwardError> {
         let correlation = self.correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-        let request = envelope::encode_request(
+        let request = envelope::encode_request_with_id(
             correlation,
             &self.client_id,
             frame,
             principal,
             client_address,
+            Some(request_id),
         );
         let exchange = async {
             let mut connection = match self.take_idle(address) {

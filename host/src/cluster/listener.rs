@@ -13,6 +13,9 @@
 //!   request (UNSUPPORTED_VERSION when it cannot be parsed, INVALID_REQUEST when it is not a
 //!   forwardable API), this node being the writer (NOT_CONTROLLER); then the inner request runs
 //!   as the forwarded principal and IP, and its response goes back in the Envelope response.
+//! - The Envelope's request id (a tagged field; see `super::idempotence`) makes a retried request
+//!   get its first answer instead of running again; an id already applied for another principal
+//!   or request is refused with INVALID_REQUEST.
 //!
 //! Every byte read here comes from the network: the frame size is bounded before anything is
 //! allocated, and the Envelope and principal are decoded with the bounds-checked reader.
@@ -184,7 +187,15 @@ async fn envelope_answer(
     };
     let inner = Bytes::copy_from_slice(request.request_data);
     Ok(
-        match cluster.run_here(&inner, &principal, client_address).await {
+        match cluster
+            .run_here(
+                &inner,
+                &principal,
+                client_address,
+                request.request_id.as_ref(),
+            )
+            .await
+        {
             Ok(data) => EnvelopeResponse {
                 error: ErrorCode::NONE,
                 response_data: Some(data),

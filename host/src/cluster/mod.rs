@@ -15,10 +15,16 @@
 //!   errors become UNKNOWN_SERVER_ERROR, and UNSUPPORTED_VERSION closes the client's connection
 //!   so that it negotiates versions again (kafka-security-semantics §7.2).
 //!
+//! Each mutation gets one request id for all its attempts, carried in the Envelope; the writer
+//! applies a request id once and answers its retries with the first answer ([`idempotence`]):
+//! a writer that dies after applying a mutation and before answering does not make the retry on
+//! its successor apply it a second time.
+//!
 //! Reads (Describe*) are answered by every node from its own view.
 
 pub mod forward;
 mod frames;
+pub mod idempotence;
 pub mod listener;
 
 use std::net::IpAddr;
@@ -30,8 +36,10 @@ use portcullis::authorizer::Authorizer;
 use portcullis::connection::RequestError;
 use portcullis::envelope::{self, ForwardedPrincipal};
 use portcullis::errors::ErrorCode;
-use portcullis::local::forwarded::{error_response, run_on_writer};
-use portcullis::local::{Effect, LeaderRequest, LocalHandler, PersistError};
+use portcullis::local::forwarded::error_response;
+use portcullis::local::forwarded::writer::{run_once, Mutation, Ran, Writer};
+use portcullis::local::forwarded::RequestId;
+use portcullis::local::{LeaderRequest, LocalHandler};
 use portcullis::principal::{
     AuthenticationContext, Principal, PrincipalBuilder, PrincipalError, TlsPeer,
 };
@@ -44,9 +52,6 @@ use crate::config::ClusterConfig;
 
 /// The listener name inside request contexts of mutations run on the writer.
 pub const LISTENER_NAME: &str = "cluster";
-/// A continuation may ask to persist again after a conflict; past this many rounds the request
-/// fails rather than looping while other writers keep winning.
-const MAX_ROUNDS: usize = 16;
 
 /// [`Cluster::peer_principal`] with the builder given.
 fn peer_principal(
@@ -89,6 +94,23 @@ pub struct Cluster {
     peers: forward::Peers,
     node_id: i32,
     forward_timeout: Duration,
+    idempotence: idempotence::Idempotence,
+}
+
+/// What a node's cluster part is made of.
+pub struct Parts {
+    /// The shared store.
+    pub store: Arc<KafkaMetadataStore>,
+    /// The node's append queue.
+    pub writer: AppendQueue,
+    /// The local handlers (the writer runs mutations with them).
+    pub handlers: Vec<Arc<dyn LocalHandler>>,
+    /// The node's authorizer (ClusterAction of forwarding peers).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The node's principal builder (names peers from their certificates).
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// The request ids and the table of applied requests.
+    pub idempotence: idempotence::Idempotence,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -105,24 +127,17 @@ impl Cluster {
     ///
     /// # Errors
     /// The TLS material of `[cluster]` cannot be read.
-    pub fn new(
-        config: &ClusterConfig,
-        node_id: i32,
-        store: Arc<KafkaMetadataStore>,
-        writer: AppendQueue,
-        handlers: Vec<Arc<dyn LocalHandler>>,
-        authorizer: Option<Arc<dyn Authorizer>>,
-        principal_builder: Arc<dyn PrincipalBuilder>,
-    ) -> anyhow::Result<Self> {
+    pub fn new(config: &ClusterConfig, node_id: i32, parts: Parts) -> anyhow::Result<Self> {
         Ok(Self {
-            store,
-            writer,
-            handlers,
-            authorizer,
-            principal_builder,
+            store: parts.store,
+            writer: parts.writer,
+            handlers: parts.handlers,
+            authorizer: parts.authorizer,
+            principal_builder: parts.principal_builder,
             peers: forward::Peers::new(config, node_id)?,
             node_id,
             forward_timeout: Duration::from_millis(config.forward_timeout_ms),
+            idempotence: parts.idempotence,
         })
     }
 
@@ -151,12 +166,19 @@ impl Cluster {
     pub async fn run_mutation(&self, request: &LeaderRequest) -> Answer {
         let deadline = Instant::now() + self.forward_timeout;
         let mut backoff = Duration::from_millis(20);
+        // One id for every attempt: whichever writer applied the mutation answers the others.
+        let id = self.idempotence.next_id();
         loop {
             let attempt = if self.store.is_writer() {
-                self.run_here(&request.frame, &request.principal, request.client_address)
-                    .await
+                self.run_here(
+                    &request.frame,
+                    &request.principal,
+                    request.client_address,
+                    Some(&id),
+                )
+                .await
             } else {
-                self.forward(request).await
+                self.forward(request, &id).await
             };
             match attempt {
                 Ok(bytes) => return Answer::Respond(bytes),
@@ -186,7 +208,7 @@ impl Cluster {
         }
     }
 
-    async fn forward(&self, request: &LeaderRequest) -> Result<Bytes, Failure> {
+    async fn forward(&self, request: &LeaderRequest, id: &RequestId) -> Result<Bytes, Failure> {
         let Some(leader) = self.store.leader() else {
             return Err(Failure::Retry(RetryReason::NoWriterKnown));
         };
@@ -202,6 +224,7 @@ impl Cluster {
                 &request.frame,
                 &principal,
                 request.client_address,
+                id,
             )
             .await
             .map_err(|error| {
@@ -221,44 +244,40 @@ impl Cluster {
     }
 
     /// Runs a mutation on this node as the writer: the client's (or a peer's forwarded) request,
-    /// as `principal` from `client_address`. Errors are envelope errors: NOT_CONTROLLER when
-    /// this node is not (or stopped being) the writer, nothing having been written.
+    /// as `principal` from `client_address`, at most once per `request_id` (see
+    /// [`run_once`]). Errors are envelope errors: NOT_CONTROLLER when this node is not (or
+    /// stopped being) the writer, nothing having been written.
     pub(crate) async fn run_here(
         &self,
         frame: &Bytes,
         principal: &ForwardedPrincipal,
         client_address: IpAddr,
+        request_id: Option<&RequestId>,
     ) -> Result<Bytes, Failure> {
         if !self.store.is_writer() {
             return Err(Failure::Retry(RetryReason::NotWriter));
         }
-        let mut effect = run_on_writer(
-            &self.handlers,
+        if let Some(id) = request_id {
+            self.idempotence.wait_for_answer(id).await;
+        }
+        let token_hmac = |token_id: &str| self.idempotence.token_hmac(token_id);
+        let writer = Writer {
+            handlers: &self.handlers,
+            applied: &self.idempotence.applied,
+            token_hmac: &token_hmac,
+        };
+        let mutation = Mutation {
             frame,
             principal,
             client_address,
-            LISTENER_NAME,
-            now_ms(),
-        )
-        .map_err(Failure::Envelope)?;
-        for _ in 0..MAX_ROUNDS {
-            match effect {
-                Effect::Respond(bytes) => return Ok(bytes),
-                // The inner body does not parse: Kafka's controller answers UNSUPPORTED_VERSION.
-                Effect::Close(reason) => {
-                    tracing::debug!(%reason, "a mutation for the writer does not parse");
-                    return Err(Failure::Envelope(ErrorCode::UNSUPPORTED_VERSION));
-                }
-                Effect::Persist(persist) => {
-                    let outcome = self.writer.persist(persist.batch().clone()).await;
-                    if outcome == Err(PersistError::NotLeader) {
-                        return Err(Failure::Retry(RetryReason::StoppedBeingWriter));
-                    }
-                    effect = persist.complete(outcome, now_ms());
-                }
-            }
+            listener: LISTENER_NAME,
+            request_id,
+        };
+        match run_once(writer, mutation, now_ms, |batch| self.writer.persist(batch)).await {
+            Ran::Answer(bytes) => Ok(bytes),
+            Ran::NotWriter => Err(Failure::Retry(RetryReason::StoppedBeingWriter)),
+            Ran::Envelope(code) => Err(Failure::Envelope(code)),
         }
-        Err(Failure::Envelope(ErrorCode::UNKNOWN_SERVER_ERROR))
     }
 
     /// Whether `principal` (a peer, by its certificate) may forward mutations: Kafka's check of

@@ -197,24 +197,37 @@ impl Node {
             authorizer.clone(),
             config.delegation_tokens.accept_token_without_extension,
         );
+        // A node of a cluster follows the forwarded requests its writer applied (subscribed
+        // before the replay's records are let go).
+        let idempotence = match (&store, &config.cluster) {
+            (NodeStore::Kafka(shared), Some(_)) => Some(
+                crate::cluster::idempotence::Idempotence::follow(
+                    shared.as_ref(),
+                    config.node.id,
+                    tokens.clone(),
+                )
+                .map_err(NodeError::Store)?,
+            ),
+            _ => None,
+        };
         // Every view has replayed the log: what the store kept for the replay is not needed.
         store.shared().replay_done();
         let writer = StoreWriter::start(store.shared()).map_err(|source| NodeError::Thread {
             what: "store writer".to_owned(),
             source,
         })?;
-        let cluster = match (&store, &config.cluster) {
-            (NodeStore::Kafka(shared), Some(cluster_config)) => {
-                let cluster = crate::cluster::Cluster::new(
-                    cluster_config,
-                    config.node.id,
-                    Arc::clone(shared),
-                    writer.appends().clone(),
-                    local_handlers.clone(),
-                    authorizer.clone(),
-                    Arc::clone(&assembly.principal_builder),
-                )
-                .map_err(|e| NodeError::Cluster(e.to_string()))?;
+        let cluster = match (&store, &config.cluster, idempotence) {
+            (NodeStore::Kafka(shared), Some(cluster_config), Some(idempotence)) => {
+                let parts = crate::cluster::Parts {
+                    store: Arc::clone(shared),
+                    writer: writer.appends().clone(),
+                    handlers: local_handlers.clone(),
+                    authorizer: authorizer.clone(),
+                    principal_builder: Arc::clone(&assembly.principal_builder),
+                    idempotence,
+                };
+                let cluster = crate::cluster::Cluster::new(cluster_config, config.node.id, parts)
+                    .map_err(|e| NodeError::Cluster(e.to_string()))?;
                 let cluster = Arc::new(cluster);
                 writer.attach_cluster(Arc::clone(&cluster));
                 Some(cluster)

@@ -4,14 +4,22 @@
 //!   (a tombstone) for a removal, which [`RecordKey::tombstone`] turns back into the removal;
 //! - control messages of the store itself have keys starting with `!` (never a JSON object):
 //!   `!leader`, the writer's announcement that it took over (compacted to the latest);
+//! - a forwarded request's record ([`MetadataRecord::ForwardedRequest`], the writer's memory of
+//!   the mutations it applied) has the key `!forwarded:<request id>` — a control key, so that a
+//!   node of an older version, which knows no such record, skips it as an unknown control message
+//!   instead of refusing the log (it only loses the deduplication of retries, which it never
+//!   had); its value is the record as JSON, no value its tombstone;
 //! - headers: the cluster id (a node refuses a topic holding another cluster's records), the
 //!   writing node and the writer's term (the offset of its announcement), so that a reader can
 //!   check that nothing a deposed writer sent landed after its successor's announcement.
 
+use portcullis::local::forwarded::RequestId;
 use portcullis::store::{MetadataRecord, RecordKey};
 
 /// The key of the writer's announcement.
 pub(crate) const LEADER_KEY: &[u8] = b"!leader";
+/// The prefix of the key of a forwarded request's record; the request id follows.
+pub(crate) const FORWARDED_PREFIX: &[u8] = b"!forwarded:";
 /// Header: the cluster id.
 pub const HEADER_CLUSTER: &str = "portcullis.cluster";
 /// Header: the id of the node that wrote the message.
@@ -41,7 +49,12 @@ pub(crate) enum Decoded {
 
 /// The key and value (`None`: tombstone) of a record.
 pub(crate) fn encode(record: &MetadataRecord) -> (Vec<u8>, Option<Vec<u8>>) {
-    let key = record.key().encode();
+    let key = match record.key() {
+        RecordKey::ForwardedRequest { request_id } => {
+            [FORWARDED_PREFIX, request_id.as_bytes()].concat()
+        }
+        key => key.encode(),
+    };
     if record.is_tombstone() {
         return (key, None);
     }
@@ -72,6 +85,9 @@ pub(crate) enum DecodeError {
     /// A key that is neither a control key nor a [`RecordKey`].
     #[error("a record key that does not parse: {0}")]
     RecordKey(serde_json::Error),
+    /// A forwarded request's key whose id is not a request id.
+    #[error("a forwarded request's key that does not parse: {0}")]
+    RequestId(portcullis::local::forwarded::RequestIdError),
     /// A value that is not a [`MetadataRecord`].
     #[error("a record that does not parse: {0}")]
     Record(serde_json::Error),
@@ -92,10 +108,16 @@ pub(crate) fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Decoded
             .map(Decoded::Leader)
             .map_err(DecodeError::Announcement);
     }
-    if key.first() == Some(&b'!') {
+    let record_key = if let Some(id) = key.strip_prefix(FORWARDED_PREFIX) {
+        let id = RequestId::parse(id).map_err(DecodeError::RequestId)?;
+        RecordKey::ForwardedRequest {
+            request_id: id.as_str().to_owned(),
+        }
+    } else if key.first() == Some(&b'!') {
         return Ok(Decoded::UnknownControl);
-    }
-    let record_key = RecordKey::decode(key).map_err(DecodeError::RecordKey)?;
+    } else {
+        RecordKey::decode(key).map_err(DecodeError::RecordKey)?
+    };
     let Some(value) = value else {
         return Ok(Decoded::Record(record_key.tombstone()));
     };
@@ -128,6 +150,39 @@ mod tests {
         };
         let set = token.key().tombstone();
         assert_eq!(set, token);
+    }
+
+    #[test]
+    fn forwarded_requests_have_control_keys_and_round_trip() {
+        let record = MetadataRecord::ForwardedRequest(portcullis::store::ForwardedRequestRecord {
+            request_id: "3-00ff-12".into(),
+            client_id: "c".into(),
+            applied_ms: 9,
+            fingerprint: "f".into(),
+            response: Some(vec![1, 2]),
+        });
+        let (key, value) = encode(&record);
+        assert_eq!(key, b"!forwarded:3-00ff-12");
+        match decode(Some(&key), value.as_deref()).unwrap() {
+            Decoded::Record(r) => assert_eq!(r, record),
+            other => panic!("{other:?}"),
+        }
+        let removal = record.key().tombstone();
+        let (removal_key, none) = encode(&removal);
+        assert_eq!((removal_key.as_slice(), none), (key.as_slice(), None));
+        match decode(Some(&key), None).unwrap() {
+            Decoded::Record(r) => assert_eq!(r, removal),
+            other => panic!("{other:?}"),
+        }
+        // A bad id, a value under another id's key: errors.
+        assert!(matches!(
+            decode(Some(b"!forwarded:a b"), None),
+            Err(DecodeError::RequestId(_))
+        ));
+        assert!(matches!(
+            decode(Some(b"!forwarded:3-00ff-13"), value.as_deref()),
+            Err(DecodeError::KeyMismatch)
+        ));
     }
 
     #[test]

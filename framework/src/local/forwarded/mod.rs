@@ -7,6 +7,13 @@
 //! - On the forwarder: [`error_response`] builds the answer the client gets when the writer gave
 //!   none (Kafka's `getErrorResponse` of the inner API): UNKNOWN_SERVER_ERROR for an envelope
 //!   error, REQUEST_TIMED_OUT when no writer answered in time.
+//! - Each mutation has one [`RequestId`] for all its retries; the writer applies it once
+//!   ([`writer::run_once`], [`dedup`]): a retry after a writer failover gets the first answer.
+
+pub mod dedup;
+pub mod recorded;
+mod request_id;
+pub mod writer;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -32,6 +39,8 @@ use crate::protocol::api::{
 use crate::protocol::codec::encode_response;
 use crate::protocol::header;
 use crate::protocol::reader::{Malformed, Reader};
+
+pub use request_id::{RequestId, RequestIdError, RequestIds, MAX_LEN as REQUEST_ID_MAX_LEN};
 
 /// Runs a mutation on the cluster's writer: `frame` is the client's request (header and body),
 /// `principal` and `client_address` the client's. Returns the handler's effect, or the envelope
