@@ -12,8 +12,9 @@
 //! A reload reads the file (and the process's `PORTCULLIS_*` overrides) with the same
 //! [`crate::config::load`] as start-up, so every `check-config` rule applies and errors name the
 //! key; a key that cannot change while the node runs refuses the reload and names the key; then
-//! everything the new configuration needs is built (mechanisms, the TLS acceptor from the files
-//! read again, the super users) and only then published, in one swap of the listener's snapshot
+//! everything the new configuration needs is built (mechanisms, the authorizer and principal
+//! builder when chosen anew, the TLS acceptor from the files read again, the super users) and only
+//! then published, in one swap of the listener's snapshot
 //! (`server::live`). Any error leaves the running configuration untouched. Every reload is
 //! logged, counted (`portcullis.config.reloads` by `result`) and written to the audit log.
 
