@@ -12,9 +12,13 @@ import pytest
 from conftest import PORTCULLIS_USERS
 from kafka_wire import Conn
 from reload_support import ReloadNode, Settings, wait_for
-from test_telemetry import get_json, jaeger  # noqa: F401  (the fixture)
+import test_telemetry
+from test_telemetry import get_json
 
 pytestmark = pytest.mark.portcullis_only
+
+# test_telemetry.py's Jaeger fixture (a Jaeger of this module's own, started once for it).
+jaeger = test_telemetry.jaeger
 
 
 class TracedNode(ReloadNode):
@@ -44,7 +48,7 @@ def connect(node: ReloadNode, n: int) -> None:
             assert c.metadata_v1()
 
 
-def test_a_new_trace_sample_ratio_applies_to_the_next_connections(launcher, jaeger, unique):  # noqa: F811
+def test_a_new_trace_sample_ratio_applies_to_the_next_connections(launcher, jaeger, unique):
     service = unique("reload-sampling")
     node = TracedNode(launcher, service, jaeger["otlp"]["http/protobuf"], service, 0.0)
     connect(node, 3)
