@@ -95,7 +95,7 @@ pub(super) fn assemble_with(
     })
 }
 
-fn build_principal_builder(
+pub(super) fn build_principal_builder(
     config: &Config,
     context: &HostContext,
     plugins: &PluginLoadReport,

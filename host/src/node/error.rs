@@ -128,6 +128,16 @@ pub enum NodeError {
         .0.join(", ")
     )]
     TokenShapedUsers(Vec<String>),
+    /// A reload chose a built-in authorizer the node did not start with (`node::reloaded`).
+    #[error(
+        "authorizer.plugin: the built-in authorizer `{name}` can only be chosen at start (it \
+         replays the store's ACLs when it is built, which only the start does); restart the node \
+         to use it"
+    )]
+    BuiltinAuthorizerAtStart {
+        /// Its name.
+        name: String,
+    },
 }
 
 fn list(names: &[String]) -> String {

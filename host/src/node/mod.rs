@@ -14,6 +14,7 @@
 //! | `error`      | why a node could not be assembled                                           |
 //! | `mechanisms` | the enabled SASL mechanisms, each resolved to its provider                  |
 //! | `oauth`      | OAUTHBEARER among the plugins                                               |
+//! | `reloaded`   | the authorizer and principal builder a reload builds again                  |
 //! | `security`   | the authorizer, the local security APIs and the token manager               |
 //! | `store`      | the metadata store: the file log or the cluster's shared topic              |
 
@@ -23,6 +24,7 @@ mod choose;
 mod error;
 mod mechanisms;
 mod oauth;
+mod reloaded;
 mod security;
 mod store;
 
@@ -34,11 +36,11 @@ use portcullis::authorizer::Authorizer;
 use portcullis::connection::NodeServices;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
 use portcullis::events::EventBus;
-use portcullis::forwarding::{ForwardingPolicy, ScreenedAuthorizer};
+use portcullis::forwarding::ForwardingPolicy;
 use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
 use portcullis::reauth::ReauthScheduler;
-use portcullis::registry::LiveSuperUsers;
+use portcullis::registry::{self, LiveSuperUsers};
 use portcullis::sasl::SaslMechanism;
 use portcullis::tokens::TokenManager;
 
@@ -53,6 +55,7 @@ use portcullis_plugin_stores as _;
 pub use assemble::{assemble, Assembly};
 pub use builtins::{builtin_mechanism_names, builtins};
 pub use error::NodeError;
+pub use reloaded::ReloadedSecurity;
 pub use store::{kafka_store_settings, open_store, NodeStore};
 
 use crate::config::Config;
@@ -62,7 +65,8 @@ use crate::store_writer::StoreWriter;
 use assemble::assemble_with;
 use oauth::oauth_enabled;
 use security::{
-    audit_sink, audited, build_authorizer, local_handlers, refuse_token_shaped_users, token_manager,
+    audit_sink, build_authorizer, finish_authorizer, local_handlers, refuse_token_shaped_users,
+    token_manager,
 };
 
 /// Everything a running node needs, built once at start.
@@ -103,6 +107,9 @@ pub struct Node {
     pub super_users: LiveSuperUsers,
     /// The audit log (`[audit] file`): authorization decisions and configuration reloads.
     pub audit: Option<Arc<dyn AuditSink>>,
+    /// The built-in authorizer the node started with, by name, as built (before screening and
+    /// audit): what a reload choosing it again uses.
+    start_authorizer: Option<(String, Arc<dyn Authorizer>)>,
 }
 
 impl fmt::Debug for Node {
@@ -177,20 +184,18 @@ impl Node {
             &events,
             &super_users,
         )?;
-        // A policy that refuses actions is enforced through the authorization map: its refusals
-        // come before the authorizer's decisions (which allow everything when there is none).
-        let authorizer = if assembly.policy.screens_actions() {
-            Some(Arc::new(ScreenedAuthorizer::new(
-                Arc::clone(&assembly.policy),
-                authorizer,
-            )) as Arc<dyn Authorizer>)
-        } else {
-            authorizer
+        // The built-in authorizer (with its ACLs, replayed from the store now) is kept: a reload
+        // that chooses a plugin and then this one again gets it back (`node::reloaded`).
+        let start_authorizer = match (&config.authorizer, &authorizer) {
+            (Some(settings), Some(built))
+                if registry::authorizers().any(|f| f.name == settings.plugin) =>
+            {
+                Some((settings.plugin.clone(), Arc::clone(built)))
+            }
+            _ => None,
         };
         let audit = audit_sink(&config)?;
-        let authorizer = audited(&config, authorizer, audit.as_ref());
-        // Every check becomes an `authorize` span and counts (docs/observability.md).
-        let authorizer = authorizer.map(crate::telemetry::authorizer::Instrumented::wrap);
+        let authorizer = finish_authorizer(&config, authorizer, &assembly.policy, audit.as_ref());
         let local_handlers = local_handlers(
             &credentials,
             tokens.clone(),
@@ -305,6 +310,7 @@ impl Node {
             oauth,
             super_users,
             audit,
+            start_authorizer,
         })
     }
 

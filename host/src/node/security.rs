@@ -7,6 +7,7 @@ use portcullis::audit::{AuditPolicy, AuditSink, AuditingAuthorizer};
 use portcullis::authorizer::Authorizer;
 use portcullis::credentials::InMemoryCredentials;
 use portcullis::events::EventBus;
+use portcullis::forwarding::{ForwardingPolicy, ScreenedAuthorizer};
 use portcullis::local::acls::AclApis;
 use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
@@ -71,6 +72,28 @@ pub(super) fn build_authorizer(
     Ok(Some(built))
 }
 
+/// `authorizer` as connections use it: screened by `policy` when the policy refuses actions (its
+/// refusals come before the authorizer's decisions, which allow everything when there is none),
+/// wrapped by the audit log when one is configured, and instrumented (every check an `authorize`
+/// span and counts, docs/observability.md). The same at start and at a reload.
+pub(super) fn finish_authorizer(
+    config: &Config,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    policy: &Arc<dyn ForwardingPolicy>,
+    audit: Option<&Arc<dyn AuditSink>>,
+) -> Option<Arc<dyn Authorizer>> {
+    let authorizer = if policy.screens_actions() {
+        Some(
+            Arc::new(ScreenedAuthorizer::new(Arc::clone(policy), authorizer))
+                as Arc<dyn Authorizer>,
+        )
+    } else {
+        authorizer
+    };
+    let authorizer = audited(config, authorizer, audit);
+    authorizer.map(crate::telemetry::authorizer::Instrumented::wrap)
+}
+
 /// The audit log of `[audit] file`, when set.
 pub(super) fn audit_sink(config: &Config) -> Result<Option<Arc<dyn AuditSink>>, NodeError> {
     let Some(path) = &config.audit.file else {
@@ -81,7 +104,7 @@ pub(super) fn audit_sink(config: &Config) -> Result<Option<Arc<dyn AuditSink>>, 
 }
 
 /// `authorizer` wrapped by the audit log, when there is one.
-pub(super) fn audited(
+fn audited(
     config: &Config,
     authorizer: Option<Arc<dyn Authorizer>>,
     sink: Option<&Arc<dyn AuditSink>>,

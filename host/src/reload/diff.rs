@@ -22,7 +22,13 @@ const LIVE: &[&str] = &[
     "listener.tls.client_auth",
     "limits",
     "forwarding.deny_api_keys",
+    "telemetry.trace_sample_ratio",
 ];
+
+/// Live on a node of its own; in a cluster the inter-node listener (KIP-590 envelopes) keeps the
+/// authorizer and principal builder it was started with, and all nodes must decide alike, so
+/// there they need a restart (of every node).
+const LIVE_WITHOUT_CLUSTER: &[&str] = &["authorizer.plugin", "principal.plugin"];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
 /// settings once, when it is built).
@@ -41,6 +47,8 @@ pub struct Context {
     pub file_store: bool,
     /// OAUTHBEARER's validator runs (the node started with OAUTHBEARER enabled).
     pub oauth: bool,
+    /// The node is one of a cluster (a shared store and an inter-node listener).
+    pub cluster: bool,
 }
 
 /// Tables whose presence decides what the node runs (TLS or not, an authorizer or none):
@@ -122,6 +130,7 @@ fn effect_of(key: &str, context: Context) -> Effect {
         || (context.acl && LIVE_WITH_ACL.iter().any(under))
         || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
         || (context.oauth && LIVE_WITH_OAUTH.iter().any(under))
+        || (!context.cluster && LIVE_WITHOUT_CLUSTER.iter().any(under))
     {
         Effect::Live
     } else {
@@ -190,6 +199,7 @@ super_users = ["User:admin"]
             acl,
             file_store: true,
             oauth: false,
+            cluster: false,
         };
         changes(&old, &new, context)
             .into_iter()
@@ -207,6 +217,7 @@ super_users = ["User:admin"]
             acl: true,
             file_store: true,
             oauth: false,
+            cluster: false,
         };
         let mut found = changes(&old, &new, context);
         plugin_tables_live(&mut found, &["X-NEW", "X-NE"]);
@@ -246,6 +257,7 @@ super_users = ["User:admin"]
                 acl: true,
                 file_store: true,
                 oauth,
+                cluster: false,
             };
             changes(&old, &new, context)
                 .into_iter()
@@ -258,6 +270,38 @@ super_users = ["User:admin"]
         assert_eq!(
             diff(&with("kafka"), true),
             vec![("oauthbearer".to_owned(), Effect::Restart)]
+        );
+    }
+
+    #[test]
+    fn the_authorizer_and_principal_builder_choice_is_live_except_in_a_cluster() {
+        let single = Context {
+            acl: true,
+            file_store: true,
+            oauth: false,
+            cluster: false,
+        };
+        let cluster = Context {
+            cluster: true,
+            file_store: false,
+            ..single
+        };
+        for key in ["authorizer.plugin", "principal.plugin"] {
+            assert_eq!(effect_of(key, single), Effect::Live, "{key}");
+            assert_eq!(effect_of(key, cluster), Effect::Restart, "{key}");
+        }
+        // allow_everyone_if_no_acl_found is read once by the built-in authorizer.
+        assert_eq!(
+            effect_of("authorizer.allow_everyone_if_no_acl_found", single),
+            Effect::Restart
+        );
+        assert_eq!(
+            effect_of("telemetry.trace_sample_ratio", cluster),
+            Effect::Live
+        );
+        assert_eq!(
+            effect_of("telemetry.otlp_endpoint", single),
+            Effect::Restart
         );
     }
 
@@ -333,6 +377,7 @@ super_users = ["User:admin"]
             acl: true,
             file_store: true,
             oauth: false,
+            cluster: false,
         };
         // `limits_x` is not under `limits`.
         assert_eq!(effect_of("limitsx.max", context), Effect::Restart);
@@ -348,6 +393,7 @@ super_users = ["User:admin"]
             acl: false,
             file_store: true,
             oauth: false,
+            cluster: false,
         };
         let kafka = Context {
             file_store: false,

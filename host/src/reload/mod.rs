@@ -6,13 +6,15 @@
 //! | `diff`  | which keys changed, and whether each can change live                    |
 //! | `files` | the listener's TLS files, polled for a replacement                      |
 //! | `plugins` | new and changed libraries of the plugin directory, loaded at a reload |
+//! | `security` | the authorizer and principal builder, built again when chosen anew     |
 //! | `run`   | the triggers: SIGHUP, the file poll (the admin endpoint calls [`Reloader::run`]) |
 //!
 //! A reload reads the file (and the process's `PORTCULLIS_*` overrides) with the same
 //! [`crate::config::load`] as start-up, so every `check-config` rule applies and errors name the
 //! key; a key that cannot change while the node runs refuses the reload and names the key; then
-//! everything the new configuration needs is built (mechanisms, the TLS acceptor from the files
-//! read again, the super users) and only then published, in one swap of the listener's snapshot
+//! everything the new configuration needs is built (mechanisms, the authorizer and principal
+//! builder when chosen anew, the TLS acceptor from the files read again, the super users) and only
+//! then published, in one swap of the listener's snapshot
 //! (`server::live`). Any error leaves the running configuration untouched. Every reload is
 //! logged, counted (`portcullis.config.reloads` by `result`) and written to the audit log.
 
@@ -20,6 +22,7 @@ pub mod diff;
 pub mod files;
 pub mod plugins;
 mod run;
+mod security;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,6 +95,9 @@ pub enum Refusal {
     /// A super user is not `type:name`.
     #[error("authorizer.super_users: {0}")]
     SuperUsers(#[from] InvalidSuperUser),
+    /// The authorizer or principal builder chosen cannot be built (the key or table named).
+    #[error(transparent)]
+    Security(NodeError),
 }
 
 /// What a reload did.
@@ -240,7 +246,9 @@ impl Reloader {
             acl: acl(&running.config) && acl(&new),
             file_store: running.config.store.kind == crate::config::StoreKind::File,
             oauth: self.node.oauth.is_some(),
+            cluster: self.node.cluster.is_some(),
         };
+        let renewable = security::renewable(context.cluster);
         // New and changed plugin libraries are loaded (running their init) before anything is
         // decided: their configuration tables may change with them, and a plugin that refuses to
         // start refuses the reload. What they load stays mapped even when the reload is refused.
@@ -258,18 +266,26 @@ impl Reloader {
                 &self.node.context,
                 &self.node.plugins,
                 &retabled,
+                renewable,
             )?
         };
         let mut changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
-        // Tables are live for the mechanisms this reload created (new logins get them), for the
-        // plugins no library provided before (nothing uses them yet), and for the built-in
-        // mechanisms (rebuilt below when enabled). Any other plugin in use keeps the instance and
-        // the table it was created with, so a change to its table needs a restart.
+        // Tables are live for the plugins this reload created of the kinds it renews (mechanisms
+        // for new logins; the authorizer and principal builder when chosen, see `security`), for
+        // the plugins no library provided before (nothing uses them yet), and for the built-in
+        // mechanisms (rebuilt below when enabled). Any other plugin in use (a forwarding policy,
+        // an event subscriber, a login module) keeps the instance and the table it was created
+        // with, so a change to its table needs a restart.
         let builtin_mechanisms: Vec<String> = portcullis::registry::mechanisms()
             .map(|f| f.name.to_owned())
             .filter(|name| retabled.contains(name))
             .collect();
-        let new_mechanisms = scan.report.mechanism_names();
+        let mut renewed = scan.report.mechanism_names();
+        renewed.extend(
+            (scan.report.loaded.iter())
+                .filter(|p| renewable.contains(&p.kind))
+                .map(|p| p.name.clone()),
+        );
         let provided_before = |name: &str| {
             (self.node.plugins.loaded.iter())
                 .chain(&running.plugins.reloaded().loaded)
@@ -277,7 +293,7 @@ impl Reloader {
         };
         let live_tables: Vec<&str> = scan
             .names()
-            .filter(|name| new_mechanisms.iter().any(|m| m == name) || !provided_before(name))
+            .filter(|name| renewed.iter().any(|m| m == name) || !provided_before(name))
             .chain(builtin_mechanisms.iter().map(String::as_str))
             .collect();
         diff::plugin_tables_live(&mut changes, &live_tables);
@@ -327,6 +343,17 @@ impl Reloader {
         if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
             services.policy = self.node.policy_for(&new).map_err(Refusal::Policy)?;
         }
+        if !context.cluster {
+            let reloaded = [&scan.report, running.plugins.reloaded()];
+            security::renew(
+                &self.node,
+                &new,
+                &changes,
+                &scan.report,
+                &reloaded,
+                &mut services,
+            )?;
+        }
         let services = Arc::new(services);
         // The last step that can fail builds the TLS acceptor (reading the files) and then
         // publishes the whole snapshot; the super users follow (they cannot fail any more).
@@ -334,6 +361,7 @@ impl Reloader {
         if let Some(super_users) = super_users {
             self.node.super_users.store(super_users);
         }
+        crate::telemetry::set_trace_sample_ratio(new.telemetry.trace_sample_ratio);
         let mut changed: Vec<String> = changes.into_iter().map(|c: Change| c.key).collect();
         if files != running.files && !changed.iter().any(|k| k.starts_with("listener.tls.")) {
             changed.push("listener.tls files (content)".to_owned());

@@ -3,9 +3,10 @@
 //! `[plugins.config.*]` tables); a library that is refused, or a plugin of it that refuses to
 //! start (an error or a panic in its init), refuses the whole reload.
 //!
-//! A library whose content did not change is loaded again too when a SASL mechanism it provides
-//! has a changed `[plugins.config.NAME]` table, so that new logins get an instance created with
-//! the new table (the library is opened where it was opened before: the loader hands back the
+//! A library whose content did not change is loaded again too when a plugin it provides of a kind
+//! a reload renews (SASL mechanisms; the authorizer and principal builder on a node outside a
+//! cluster) has a changed `[plugins.config.NAME]` table, so that new logins get an instance
+//! created with the new table (the library is opened where it was opened before: the loader hands back the
 //! library it has, and only a new instance is created; any other plugin of it is created as well
 //! and left unused).
 //!
@@ -20,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use portcullis::PluginKind;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
@@ -129,8 +131,9 @@ impl PluginFiles {
     }
 
     /// Loads the libraries of `config`'s plugin directory that are new or changed since the
-    /// last commit, and those providing a SASL mechanism named in `retabled` (its table changed).
-    /// `started` holds the plugins the node loaded at start (for duplicate names).
+    /// last commit, and those providing a plugin of a kind in `renewable` named in `retabled`
+    /// (its table changed). `started` holds the plugins the node loaded at start (for duplicate
+    /// names).
     ///
     /// # Errors
     /// [`PluginRefusal`]: the directory cannot be read, a library cannot be copied, is refused,
@@ -142,6 +145,7 @@ impl PluginFiles {
         context: &HostContext,
         started: &PluginLoadReport,
         retabled: &[String],
+        renewable: &[PluginKind],
     ) -> Result<Scan, PluginRefusal> {
         let Some(dir) = config.plugins.dir.as_deref() else {
             return Ok(Scan::default());
@@ -162,10 +166,10 @@ impl PluginFiles {
             // A file that vanished between the listing and here is simply not there.
             let Some(h) = hash(&path) else { continue };
             let opened = if self.known.get(&path) != Some(&h)
-                || provides_mechanism(&self.loaded, &path, retabled)
+                || provides(&self.loaded, &path, retabled, renewable)
             {
                 Some(private_copy(&path, &h, &config.node.data_dir)?)
-            } else if provides_mechanism(started, &path, retabled) {
+            } else if provides(started, &path, retabled, renewable) {
                 // Loaded at start from its own path, unchanged: opened there again.
                 Some(path.clone())
             } else {
@@ -218,11 +222,17 @@ impl PluginFiles {
     }
 }
 
-/// Whether `report` has a SASL mechanism from `path` named in `names`.
-fn provides_mechanism(report: &PluginLoadReport, path: &Path, names: &[String]) -> bool {
-    report.loaded.iter().any(|p| {
-        p.path == path && p.kind == portcullis::PluginKind::SaslMechanism && names.contains(&p.name)
-    })
+/// Whether `report` has a plugin of a kind in `kinds` from `path` named in `names`.
+fn provides(
+    report: &PluginLoadReport,
+    path: &Path,
+    names: &[String],
+    kinds: &[PluginKind],
+) -> bool {
+    report
+        .loaded
+        .iter()
+        .any(|p| p.path == path && kinds.contains(&p.kind) && names.contains(&p.name))
 }
 
 fn hash(path: &Path) -> Option<[u8; 32]> {

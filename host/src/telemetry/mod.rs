@@ -14,6 +14,7 @@ pub mod admin;
 pub mod authorizer;
 pub mod config;
 pub mod metrics;
+pub mod sampling;
 pub mod traces;
 
 use std::io;
@@ -23,7 +24,7 @@ use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -32,6 +33,7 @@ use tracing_subscriber::Layer as _;
 
 pub use config::{LogFormat, OtlpProtocol, TelemetryConfig};
 pub use portcullis::telemetry::SPAN_TARGET;
+pub use sampling::set_ratio as set_trace_sample_ratio;
 
 /// The instrumentation scope of every span and instrument.
 pub const SCOPE: &str = "portcullis";
@@ -179,18 +181,18 @@ fn metric_exporter(
 }
 
 /// Builds the trace pipeline: OTLP with a batch processor (its own thread), sampled by
-/// `trace_sample_ratio` at the root (the connection span) and following the parent below it.
+/// `trace_sample_ratio` at the root (the connection span; a reload may change it, see
+/// [`sampling`]) and following the parent below it.
 fn tracer_provider(
     config: &TelemetryConfig,
     endpoint: &str,
     runtime: Option<&ExportRuntime>,
 ) -> anyhow::Result<SdkTracerProvider> {
     let exporter = span_exporter(config.otlp_protocol, endpoint, runtime)?;
+    sampling::set_ratio(config.trace_sample_ratio);
     Ok(SdkTracerProvider::builder()
         .with_resource(resource(config))
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-            config.trace_sample_ratio,
-        ))))
+        .with_sampler(sampling::sampler())
         .with_batch_exporter(exporter)
         .build())
 }

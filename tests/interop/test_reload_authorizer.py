@@ -1,0 +1,192 @@
+"""The authorizer and live reconfiguration (issue 23): an authorizer plugin's configuration table
+changed by a reload applies to new connections at once and to an established session at its next
+re-authentication (not before); an authorizer plugin dropped into the plugin directory after start
+and chosen by a reload decides for new connections, and choosing the built-in `acl` again finds
+its ACLs; a table the plugin refuses, an unknown plugin, or a built-in authorizer the node did not
+start with refuses the reload naming the key, and the old authorizer goes on deciding.
+
+The plugin is examples/prefix-authorizer (`prefix-authorizer`: a principal may use the topics
+named `<principal><separator>...`, where `separator` is its table's key). Each test runs a node of
+its own (reload_support.ReloadNode) and topics named after it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
+                                   ResourcePatternType, ResourceType)
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
+
+from clients import confluent_conf, kafka_python_conf
+from kafka_wire import API_METADATA, string
+from reauth_support import ReauthConn
+from reload_support import ReloadNode, Settings
+from test_plugin_mechanism import built_library
+
+pytestmark = pytest.mark.portcullis_only
+
+PLUGIN = "prefix-authorizer"
+ERROR_TOPIC_AUTHORIZATION_FAILED = 29
+PASSWORDS = {"alice": "alice-through-portcullis", "carol": "carol-through-portcullis"}
+
+
+def prefix_library():
+    return built_library("portcullis-example-prefix-authorizer", "portcullis_example_prefix_authorizer")
+
+
+def drop_in(target_dir, name: str = "libprefix.so"):
+    """The library put into the directory in one rename, as an operator's tooling would."""
+    tmp = target_dir / (name + ".tmp")
+    tmp.write_bytes(prefix_library().read_bytes())
+    os.replace(tmp, target_dir / name)
+
+
+def prefix_settings(separator: str, plugin_dir=None, reauth_ms: int = 60_000) -> Settings:
+    tail = (f'\n[authorizer]\nplugin = "{PLUGIN}"\nsuper_users = ["User:carol"]\n\n'
+            f'[plugins.config.{PLUGIN}]\nseparator = "{separator}"\n')
+    return Settings(reauth_ms=reauth_ms, tail=tail, plugin_dir=plugin_dir)
+
+
+def topic_error(conn: ReauthConn, topic: str) -> int:
+    """The error Metadata v4 (the oldest an authorizing Portcullis advertises) gives for `topic` on
+    this connection (29: not authorized)."""
+    r = conn.call(API_METADATA, 4, struct.pack(">i", 1) + string(topic) + b"\0")  # no auto-creation
+    r.int32()  # throttle time
+    r.array(lambda b: (b.int32(), b.string(), b.int32(), b.string()))  # brokers
+    r.string()  # cluster id
+    r.int32()  # controller
+    topics = r.array(lambda t: (t.int16(), t.string(), t.int8(),
+                                t.array(lambda p: (p.int16(), p.int32(), p.int32(),
+                                                   p.array(lambda x: x.int32()), p.array(lambda x: x.int32())))))
+    errors = {name: error for error, name, _, _ in topics}
+    assert topic in errors, errors
+    return errors[topic]
+
+
+def create_topics(kafka_env, *topics: str) -> None:
+    """Created straight on Kafka's PLAINTEXT listener, so authorization through Portcullis is all
+    that decides."""
+    admin = AdminClient({"bootstrap.servers": kafka_env["KAFKA_BOOTSTRAP"], "log_level": 3})
+    for f in admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1) for t in topics],
+                                 operation_timeout=30).values():
+        f.result(timeout=60)
+
+
+def produces(node: ReloadNode, user: str, topic: str) -> bool:
+    """A new kafka-python connection of `user` produces one record to `topic`: True when it is
+    acknowledged, False when it is refused as not authorized."""
+    gw = node.gateway()
+    producer = KafkaProducer(acks="all", max_block_ms=20000,
+                             **kafka_python_conf(gw, "SCRAM-SHA-512", user, PASSWORDS[user]))
+    try:
+        producer.send(topic, b"x").get(timeout=30)
+        return True
+    except TopicAuthorizationFailedError:
+        return False
+    finally:
+        producer.close(timeout=5)
+
+
+def test_an_authorizer_table_changed_by_reload_applies_to_new_connections_and_at_reauthentication(
+        launcher, kafka_env, unique):
+    name = unique("reload-authz-table")
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(plugins)
+    node = ReloadNode(launcher, name, prefix_settings(".", plugins))
+    suffix = unique("t")
+    dot, dash = f"alice.{suffix}", f"alice-{suffix}"
+    create_topics(kafka_env, dot, dash)
+
+    session = ReauthConn("127.0.0.1", node.process.listener_port)
+    try:
+        session.login_plain("alice", PASSWORDS["alice"])
+        assert topic_error(session, dot) == 0
+        assert topic_error(session, dash) == ERROR_TOPIC_AUTHORIZATION_FAILED
+
+        node.write(prefix_settings("-", plugins))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"plugins.config.{PLUGIN}.separator" in r.stdout, r.stdout
+
+        # A new connection is decided by the instance created with the new table.
+        assert produces(node, "alice", dash)
+        assert not produces(node, "alice", dot)
+        # The established session keeps the authorizer it authenticated under...
+        assert topic_error(session, dot) == 0
+        assert topic_error(session, dash) == ERROR_TOPIC_AUTHORIZATION_FAILED
+        # ...until it re-authenticates (KIP-368, on the same connection).
+        session.login_plain("alice", PASSWORDS["alice"])
+        assert topic_error(session, dot) == ERROR_TOPIC_AUTHORIZATION_FAILED
+        assert topic_error(session, dash) == 0
+    finally:
+        session.close()
+
+
+def test_an_authorizer_dropped_in_after_start_is_used_once_chosen_and_acl_comes_back_with_its_acls(
+        launcher, kafka_env, unique):
+    node = ReloadNode(launcher, unique("reload-authz-new"), Settings(super_users=["User:carol"]))
+    plugins = node.process.workdir / "plugins"
+    suffix = unique("t")
+    own, granted = f"alice.{suffix}", f"granted-{suffix}"
+    create_topics(kafka_env, own, granted)
+    # Through Portcullis' ACL API (the built-in authorizer's store), as the super user carol.
+    gw = node.gateway()
+    admin = AdminClient(confluent_conf(gw, "SCRAM-SHA-512", "carol", PASSWORDS["carol"]))
+    bindings = [AclBinding(ResourceType.TOPIC, granted, ResourcePatternType.LITERAL, "User:alice", "*", op,
+                           AclPermissionType.ALLOW) for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+    for f in admin.create_acls(bindings).values():
+        f.result(timeout=30)
+    assert produces(node, "alice", granted)
+    assert not produces(node, "alice", own)
+
+    drop_in(plugins)
+    node.write(prefix_settings("."))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "libprefix.so (loaded)" in r.stdout and "authorizer.plugin" in r.stdout, r.stdout
+    assert produces(node, "alice", own)
+    assert not produces(node, "alice", granted)
+
+    # Back to `acl`: the instance the node started with, with its ACL.
+    node.write(Settings(super_users=["User:carol"]))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "authorizer.plugin" in r.stdout, r.stdout
+    assert produces(node, "alice", granted)
+    assert not produces(node, "alice", own)
+
+
+def test_a_broken_authorizer_choice_refuses_the_reload_and_the_old_one_decides(launcher, kafka_env, unique):
+    name = unique("reload-authz-broken")
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(plugins)
+    node = ReloadNode(launcher, name, prefix_settings(".", plugins))
+    own = f"alice.{unique('t')}"
+    create_topics(kafka_env, own)
+
+    def refused(settings: Settings, *named: str) -> None:
+        node.write(settings)
+        r = node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode != 0 and "reload refused" in said, said
+        assert all(n in said for n in named), (named, said)
+
+    # The plugin refuses an empty separator when its new instance is created.
+    refused(prefix_settings("", plugins), f"plugins.config.{PLUGIN}", "separator")
+    # No authorizer of that name: the key and what there is.
+    broken = prefix_settings(".", plugins)
+    broken.tail = broken.tail.replace(f'plugin = "{PLUGIN}"', 'plugin = "no-such-authorizer"')
+    refused(broken, "authorizer.plugin", "no-such-authorizer", PLUGIN)
+    # The built-in `acl` replays the store only at start: a node started with a plugin refuses it.
+    refused(Settings(super_users=["User:carol"], plugin_dir=plugins), "authorizer.plugin", "acl", "restart")
+    assert node.reloads("refused") == 3 and node.reloads("applied") == 0
+
+    # The plugin's instance with "." still decides.
+    assert produces(node, "alice", own)
+    assert not produces(node, "carol", own)
