@@ -10,19 +10,24 @@ use crate::error::WasmError;
 use crate::WasmKind;
 use crate::pool::State;
 
+/// The one WASI interface the sandbox answers: `wasi:random/insecure-seed`, which Rust's standard
+/// library calls to seed every `HashMap` (so almost any Rust component, and its `toml` parser,
+/// needs it before it runs a line of its own). It is answered with bits the component cannot use
+/// to learn anything about the gateway (a fresh random per call, from std's own hasher keys).
+const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
+
 /// Host bindings of the WIT worlds (`wit/plugin.wit`).
 pub(crate) mod bindings {
     /// `authorizer-plugin`, with the shared `types` and `host` interfaces.
     pub(crate) mod authorizer {
         wasmtime::component::bindgen!({ path: "wit", world: "authorizer-plugin" });
     }
-    /// `mechanism-plugin`, reusing the authorizer world's `types` and `host`.
+    /// `mechanism-plugin`, reusing the authorizer world's `host`.
     pub(crate) mod mechanism {
         wasmtime::component::bindgen!({
             path: "wit",
             world: "mechanism-plugin",
             with: {
-                "portcullis:plugin/types": super::authorizer::portcullis::plugin::types,
                 "portcullis:plugin/host": super::authorizer::portcullis::plugin::host,
             },
         });
@@ -124,10 +129,39 @@ impl WasmRuntime {
         let mut linker = Linker::new(&self.engine);
         bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)
             .map_err(link_error)?;
+        self.grant_insecure_seed(component, &mut linker)
+            .map_err(link_error)?;
         linker
             .define_unknown_imports_as_traps(component)
             .map_err(link_error)?;
         Ok(linker)
     }
+
+    /// Defines `insecure-seed` for every version of the interface `component` imports.
+    fn grant_insecure_seed(
+        &self,
+        component: &Component,
+        linker: &mut Linker<State>,
+    ) -> wasmtime::Result<()> {
+        let names: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .filter(|name| name.starts_with(INSECURE_SEED))
+            .collect();
+        for name in names {
+            linker
+                .instance(&name)?
+                .func_wrap("insecure-seed", |_store, (): ()| Ok((random_pair(),)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Two random words from std's per-process random hasher keys (each `RandomState` differs).
+fn random_pair() -> (u64, u64) {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || std::collections::hash_map::RandomState::new().build_hasher().finish();
+    (word(), word())
 }
 

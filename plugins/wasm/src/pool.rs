@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use portcullis_plugin_api::host::Level as HostLevel;
+use portcullis_plugin_api::Level as HostLevel;
 use portcullis_plugin_api::Host;
 use wasmtime::{ResourceLimiter, Store};
 

@@ -12,8 +12,10 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
+
+mod support;
+use support::components;
 
 use portcullis_plugin_api::acl::{AclOperation, ResourceType};
 use portcullis_plugin_api::authorizer::{Action, Authorizer, DecidingRule, Decision, RequestContext};
@@ -23,32 +25,6 @@ use portcullis_plugin_api::Host;
 use portcullis_plugin_wasm::{
     load_component, FailureKind, LoadedComponent, WasmError, WasmLimits, WasmPlugin, WasmRuntime,
 };
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Builds `examples/wasm` once per run (cargo caches it in the target directory).
-fn components() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let target = match std::env::var_os("CARGO_TARGET_DIR") {
-            Some(dir) => repo_root().join(dir),
-            None => repo_root().join("target"),
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(repo_root())
-            .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
-            .arg(repo_root().join("examples/wasm/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building examples/wasm failed (rustup target add wasm32-wasip2?)");
-        target.join("wasm32-wasip2/release")
-    })
-}
 
 fn runtime() -> &'static WasmRuntime {
     static RUNTIME: OnceLock<WasmRuntime> = OnceLock::new();

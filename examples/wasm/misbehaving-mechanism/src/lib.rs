@@ -54,7 +54,8 @@ impl GuestExchange for Exchange {
             "grow" => {
                 let mut kept: Vec<Vec<u8>> = Vec::new();
                 loop {
-                    kept.push(std::hint::black_box(vec![1u8; 1 << 20]));
+                    // Reserved, not written: growing memory, not spending fuel on filling it.
+                    kept.push(std::hint::black_box(Vec::<u8>::with_capacity(1 << 20)));
                 }
             }
             _ => panic!("misbehaving-mechanism: trap on purpose"),
