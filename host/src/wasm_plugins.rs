@@ -67,17 +67,43 @@ fn load_one(
         refuse(report, path, reason);
         return;
     }
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(source) => {
+            let reason = RefusalReason::Wasm(WasmError::Read {
+                path: path.clone(),
+                source,
+            });
+            refuse(report, path, reason);
+            return;
+        }
+    };
     let limits = tables.wasm_limits(&name);
     let host = context.host_for(&name);
-    let (kind, instance) = match load_component(runtime, &path, &name, tables.text(&name), &limits, host) {
+    let loaded = load_component(
+        runtime,
+        &path,
+        &bytes,
+        &name,
+        tables.text(&name),
+        &limits,
+        host,
+    );
+    let (kind, instance) = match loaded {
         Ok(loaded) => match loaded.plugin {
-            WasmPlugin::Authorizer(a) => (PluginKind::Authorizer, Ok(PluginInstance::Authorizer(a))),
-            WasmPlugin::SaslMechanism(m) => {
-                (PluginKind::SaslMechanism, Ok(PluginInstance::SaslMechanism(m)))
+            WasmPlugin::Authorizer(a) => {
+                (PluginKind::Authorizer, Ok(PluginInstance::Authorizer(a)))
             }
+            WasmPlugin::SaslMechanism(m) => (
+                PluginKind::SaslMechanism,
+                Ok(PluginInstance::SaslMechanism(m)),
+            ),
             other => {
                 let message = format!("unsupported kind {other:?}");
-                (PluginKind::Authorizer, Err(PluginConfigError::other(&name, message)))
+                (
+                    PluginKind::Authorizer,
+                    Err(PluginConfigError::other(&name, message)),
+                )
             }
         },
         // The component refused its table: listed like a native plugin that did, which stops
@@ -95,8 +121,12 @@ fn load_one(
         }
     };
     match &instance {
-        Ok(_) => tracing::info!(path = %path.display(), plugin = %name, kind = %kind, "loaded wasm plugin"),
-        Err(error) => tracing::warn!(path = %path.display(), "wasm plugin refused to start: {error}"),
+        Ok(_) => {
+            tracing::info!(path = %path.display(), plugin = %name, kind = %kind, "loaded wasm plugin")
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), "wasm plugin refused to start: {error}")
+        }
     }
     report.loaded.push(LoadedPlugin {
         path,

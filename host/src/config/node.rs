@@ -63,9 +63,9 @@ impl PluginsConfig {
             }
         }
         for (name, limits) in &self.wasm {
-            limits
-                .validate()
-                .map_err(|(key, message)| invalid(&format!("plugins.wasm.{name}.{key}"), message))?;
+            limits.validate().map_err(|(key, message)| {
+                invalid(&format!("plugins.wasm.{name}.{key}"), message)
+            })?;
         }
         Ok(())
     }

@@ -12,6 +12,10 @@
     clippy::indexing_slicing,
     reason = "a benchmark harness, not shipped"
 )]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the harness builds the components with cargo and reads them, as the host would"
+)]
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -48,7 +52,11 @@ impl Plugin for Prefix {
 }
 
 impl Authorizer for Prefix {
-    fn authorize(&self, context: &RequestContext<'_>, actions: &[Action<'_>]) -> Vec<Authorization> {
+    fn authorize(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+    ) -> Vec<Authorization> {
         actions
             .iter()
             .map(|action| {
@@ -65,7 +73,12 @@ impl Authorizer for Prefix {
             })
             .collect()
     }
-    fn authorize_by_resource_type(&self, _: &RequestContext<'_>, _: AclOperation, _: ResourceType) -> Decision {
+    fn authorize_by_resource_type(
+        &self,
+        _: &RequestContext<'_>,
+        _: AclOperation,
+        _: ResourceType,
+    ) -> Decision {
         Decision::Allowed
     }
 }
@@ -77,7 +90,10 @@ impl Plugin for Demo {
     const NAME: &'static str = "PORTCULLIS-DEMO";
     type Config = NoConfig;
     fn new(_: NoConfig, _: &Host) -> Result<Self, PluginError> {
-        Ok(Demo(Arc::new(BTreeMap::from([("alice".to_owned(), "s3cr3t".to_owned())]))))
+        Ok(Demo(Arc::new(BTreeMap::from([(
+            "alice".to_owned(),
+            "s3cr3t".to_owned(),
+        )]))))
     }
 }
 
@@ -111,7 +127,10 @@ impl SaslExchange for DemoExchange {
 
 fn over_abi(export: PluginExport) -> PluginInstance {
     let exports: &'static [PluginExport] = Box::leak(Box::new([export]));
-    let declaration = Box::leak(Box::new(portcullis::abi::__private::declaration(exports, ABI_VERSION)));
+    let declaration = Box::leak(Box::new(portcullis::abi::__private::declaration(
+        exports,
+        ABI_VERSION,
+    )));
     // SAFETY: a declaration made by the plugin API in this process.
     let library = unsafe { validate_declaration(declaration) }.unwrap();
     let services = export_services(Host::detached().services().clone());
@@ -121,7 +140,18 @@ fn over_abi(export: PluginExport) -> PluginInstance {
 fn wasm(file: &str, name: &str, config: &str, limits: WasmLimits) -> WasmPlugin {
     let runtime = WasmRuntime::new().unwrap();
     let path = support::components().join(format!("{file}.wasm"));
-    load_component(&runtime, &path, name, config, &limits, Host::detached()).unwrap().plugin
+    let bytes = std::fs::read(&path).unwrap();
+    load_component(
+        &runtime,
+        &path,
+        &bytes,
+        name,
+        config,
+        &limits,
+        Host::detached(),
+    )
+    .unwrap()
+    .plugin
 }
 
 fn authorizers() -> Vec<(&'static str, Arc<dyn Authorizer>)> {
@@ -129,11 +159,19 @@ fn authorizers() -> Vec<(&'static str, Arc<dyn Authorizer>)> {
         PluginInstance::Authorizer(a) => a,
         _ => panic!("not an authorizer"),
     };
-    let WasmPlugin::Authorizer(component) = wasm("wasm_authorizer", "prefix-authorizer", "", WasmLimits::default())
-    else {
+    let WasmPlugin::Authorizer(component) = wasm(
+        "wasm_authorizer",
+        "prefix-authorizer",
+        "",
+        WasmLimits::default(),
+    ) else {
         panic!("not an authorizer")
     };
-    vec![("linked", Arc::new(Prefix) as Arc<dyn Authorizer>), ("c-abi", abi), ("wasm", component)]
+    vec![
+        ("linked", Arc::new(Prefix) as Arc<dyn Authorizer>),
+        ("c-abi", abi),
+        ("wasm", component),
+    ]
 }
 
 fn mechanisms() -> Vec<(&'static str, Arc<dyn SaslMechanism>)> {
@@ -146,9 +184,15 @@ fn mechanisms() -> Vec<(&'static str, Arc<dyn SaslMechanism>)> {
         WasmPlugin::SaslMechanism(m) => m,
         _ => panic!("not a mechanism"),
     };
-    let per_exchange = WasmLimits { max_idle_instances: 0, ..WasmLimits::default() };
+    let per_exchange = WasmLimits {
+        max_idle_instances: 0,
+        ..WasmLimits::default()
+    };
     vec![
-        ("linked", Arc::new(Demo::new(NoConfig {}, &Host::detached()).unwrap()) as Arc<dyn SaslMechanism>),
+        (
+            "linked",
+            Arc::new(Demo::new(NoConfig {}, &Host::detached()).unwrap()) as Arc<dyn SaslMechanism>,
+        ),
         ("c-abi", abi),
         ("wasm-pooled", component(WasmLimits::default())),
         ("wasm-instance-per-exchange", component(per_exchange)),
@@ -157,11 +201,28 @@ fn mechanisms() -> Vec<(&'static str, Arc<dyn SaslMechanism>)> {
 
 fn bench(c: &mut Criterion) {
     let principal = Principal::user("alice");
-    let context = RequestContext::new(&principal, IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), "external", 0, 9, 7)
-        .with_client_id(Some("producer-1"));
-    let one = [Action::new(AclOperation::Write, ResourceType::Topic, "alice.orders")];
+    let context = RequestContext::new(
+        &principal,
+        IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)),
+        "external",
+        0,
+        9,
+        7,
+    )
+    .with_client_id(Some("producer-1"));
+    let one = [Action::new(
+        AclOperation::Write,
+        ResourceType::Topic,
+        "alice.orders",
+    )];
     let eight: Vec<Action<'_>> = (0..8)
-        .map(|i| Action::new(AclOperation::Read, ResourceType::Topic, format!("alice.topic-{i}")))
+        .map(|i| {
+            Action::new(
+                AclOperation::Read,
+                ResourceType::Topic,
+                format!("alice.topic-{i}"),
+            )
+        })
         .collect();
     for (form, authorizer) in authorizers() {
         for (n, actions) in [("1 action", &one[..]), ("8 actions", &eight[..])] {

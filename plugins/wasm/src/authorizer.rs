@@ -38,7 +38,9 @@ impl Instantiate for AuthorizerPre {
         store: &mut Store<State>,
         config: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        bindings.portcullis_plugin_authorizer().call_init(store, config)
+        bindings
+            .portcullis_plugin_authorizer()
+            .call_init(store, config)
     }
 }
 
@@ -89,9 +91,11 @@ impl Authorizer for WasmAuthorizer {
         let wit_context = request_context(context);
         let wit_actions: Vec<wit::Action> = actions.iter().map(action).collect();
         let answer = self.pool.call("authorizing", |bindings, store| {
-            bindings
-                .portcullis_plugin_authorizer()
-                .call_authorize(store, &wit_context, &wit_actions)
+            bindings.portcullis_plugin_authorizer().call_authorize(
+                store,
+                &wit_context,
+                &wit_actions,
+            )
         });
         match answer {
             Ok(decisions) if decisions.len() >= actions.len() => decisions
@@ -100,8 +104,13 @@ impl Authorizer for WasmAuthorizer {
                 .map(|d| Authorization::new(decision(d), self.rule.clone()))
                 .collect(),
             Ok(decisions) => {
-                let message = format!("{} decisions for {} actions", decisions.len(), actions.len());
-                self.pool.report(FailureKind::BadAnswer, "authorizing", &message);
+                let message = format!(
+                    "{} decisions for {} actions",
+                    decisions.len(),
+                    actions.len()
+                );
+                self.pool
+                    .report(FailureKind::BadAnswer, "authorizing", &message);
                 Self::deny_all(actions)
             }
             Err(_failed) => Self::deny_all(actions),
@@ -115,14 +124,18 @@ impl Authorizer for WasmAuthorizer {
         resource_type: ResourceType,
     ) -> Decision {
         let wit_context = request_context(context);
-        let answer = self.pool.call("authorizing by resource type", |bindings, store| {
-            bindings.portcullis_plugin_authorizer().call_authorize_by_resource_type(
-                store,
-                &wit_context,
-                acl_operation(operation),
-                resource_type_of(resource_type),
-            )
-        });
+        let answer = self
+            .pool
+            .call("authorizing by resource type", |bindings, store| {
+                bindings
+                    .portcullis_plugin_authorizer()
+                    .call_authorize_by_resource_type(
+                        store,
+                        &wit_context,
+                        acl_operation(operation),
+                        resource_type_of(resource_type),
+                    )
+            });
         answer.map_or(Decision::Denied, decision)
     }
 }

@@ -7,8 +7,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use crate::error::WasmError;
-use crate::WasmKind;
 use crate::pool::State;
+use crate::WasmKind;
 
 /// The one WASI interface the sandbox answers: `wasi:random/insecure-seed`, which Rust's standard
 /// library calls to seed every `HashMap` (so almost any Rust component, and its `toml` parser,
@@ -34,7 +34,6 @@ pub(crate) mod bindings {
     }
     pub(crate) use authorizer::portcullis::plugin::{host, types};
 }
-
 
 const AUTHORIZER_EXPORT: &str = "portcullis:plugin/authorizer@0.1.0";
 const MECHANISM_EXPORT: &str = "portcullis:plugin/sasl-mechanism@0.1.0";
@@ -72,13 +71,9 @@ impl WasmRuntime {
         &self.engine
     }
 
-    /// Reads and compiles a component file.
-    pub(crate) fn compile(&self, path: &Path) -> Result<Component, WasmError> {
-        let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Component::new(&self.engine, &bytes).map_err(|e| WasmError::Compile {
+    /// Compiles the bytes of the component file `path`.
+    pub(crate) fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Component, WasmError> {
+        Component::new(&self.engine, bytes).map_err(|e| WasmError::Compile {
             path: path.to_owned(),
             message: format!("{e:#}"),
         })
@@ -161,7 +156,10 @@ impl WasmRuntime {
 /// Two random words from std's per-process random hasher keys (each `RandomState` differs).
 fn random_pair() -> (u64, u64) {
     use std::hash::{BuildHasher, Hasher};
-    let word = || std::collections::hash_map::RandomState::new().build_hasher().finish();
+    let word = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
     (word(), word())
 }
-

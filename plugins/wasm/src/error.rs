@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WasmError {
-    /// The file could not be read.
+    /// The file could not be read (by the host, which reads the file).
     #[error("cannot read the file: {source}")]
     Read {
         /// The file.

@@ -83,8 +83,9 @@ pub fn plugin_name(path: &Path) -> Option<&str> {
     }
 }
 
-/// Compiles the component at `path`, checks which kind it exports, creates one instance and
-/// initialises it with `config` (the text of `[plugins.config.NAME]`), under `limits`.
+/// Compiles the component `bytes` (read by the host from `path`, which names it in errors), checks
+/// which kind it exports, creates one instance and initialises it with `config` (the text of
+/// `[plugins.config.NAME]`), under `limits`. No file is read here: I/O belongs to the host.
 ///
 /// # Errors
 /// [`WasmError`] naming why: not a component, no known export, a wrong signature, an import the
@@ -92,12 +93,13 @@ pub fn plugin_name(path: &Path) -> Option<&str> {
 pub fn load_component(
     runtime: &WasmRuntime,
     path: &Path,
+    bytes: &[u8],
     name: &str,
     config: &str,
     limits: &WasmLimits,
     host: Host,
 ) -> Result<LoadedComponent, WasmError> {
-    let component = runtime.compile(path)?;
+    let component = runtime.compile(path, bytes)?;
     let stats = Arc::new(WasmStats::default());
     let setup = pool::Setup {
         name: name.into(),
@@ -107,12 +109,12 @@ pub fn load_component(
         stats: Arc::clone(&stats),
     };
     let plugin = match runtime.kind_of(path, &component)? {
-        WasmKind::Authorizer => {
-            WasmPlugin::Authorizer(Arc::new(authorizer::WasmAuthorizer::new(runtime, path, &component, setup)?))
-        }
-        WasmKind::SaslMechanism => {
-            WasmPlugin::SaslMechanism(Arc::new(mechanism::WasmMechanism::new(runtime, path, &component, setup)?))
-        }
+        WasmKind::Authorizer => WasmPlugin::Authorizer(Arc::new(authorizer::WasmAuthorizer::new(
+            runtime, path, &component, setup,
+        )?)),
+        WasmKind::SaslMechanism => WasmPlugin::SaslMechanism(Arc::new(
+            mechanism::WasmMechanism::new(runtime, path, &component, setup)?,
+        )),
     };
     Ok(LoadedComponent { plugin, stats })
 }

@@ -36,7 +36,9 @@ impl Instantiate for MechanismPre {
         store: &mut Store<State>,
         config: &str,
     ) -> wasmtime::Result<Result<(), String>> {
-        bindings.portcullis_plugin_sasl_mechanism().call_init(store, config)
+        bindings
+            .portcullis_plugin_sasl_mechanism()
+            .call_init(store, config)
     }
 }
 
@@ -134,13 +136,14 @@ impl WasmExchange {
 
 impl SaslExchange for WasmExchange {
     fn step(&mut self, client_token: &[u8]) -> StepOutcome {
-        let (mut slot, handle) = match std::mem::replace(&mut self.live, Err(Failed(FailureKind::BadAnswer))) {
-            Ok(live) => live,
-            Err(Failed(kind)) => {
-                self.live = Err(Failed(kind));
-                return self.failure(kind);
-            }
-        };
+        let (mut slot, handle) =
+            match std::mem::replace(&mut self.live, Err(Failed(FailureKind::BadAnswer))) {
+                Ok(live) => live,
+                Err(Failed(kind)) => {
+                    self.live = Err(Failed(kind));
+                    return self.failure(kind);
+                }
+            };
         if let Err(Failed(kind)) = self.pool.arm(&mut slot) {
             self.live = Err(Failed(kind));
             return self.failure(kind);
@@ -175,7 +178,9 @@ impl SaslExchange for WasmExchange {
                 }
             }
             Err(error) => {
-                let Failed(kind) = self.pool.failed(&slot.store, "stepping an exchange", &error);
+                let Failed(kind) = self
+                    .pool
+                    .failed(&slot.store, "stepping an exchange", &error);
                 self.live = Err(Failed(kind));
                 self.failure(kind)
             }
@@ -186,7 +191,9 @@ impl SaslExchange for WasmExchange {
 impl Drop for WasmExchange {
     fn drop(&mut self) {
         // An exchange abandoned mid-way (the client left): free its resource, keep the instance.
-        if let Ok((slot, handle)) = std::mem::replace(&mut self.live, Err(Failed(FailureKind::BadAnswer))) {
+        if let Ok((slot, handle)) =
+            std::mem::replace(&mut self.live, Err(Failed(FailureKind::BadAnswer)))
+        {
             Self::finish(&self.pool, slot, handle);
         }
     }

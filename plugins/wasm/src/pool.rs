@@ -9,8 +9,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use portcullis_plugin_api::Level as HostLevel;
 use portcullis_plugin_api::Host;
+use portcullis_plugin_api::Level as HostLevel;
 use wasmtime::{ResourceLimiter, Store};
 
 use crate::engine::bindings::host::{self as wit_host, Level};
@@ -197,7 +197,11 @@ impl<P: Instantiate> Pool<P> {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let fuel = self.setup.limits.fuel_per_call.saturating_mul(INIT_FUEL_FACTOR);
+        let fuel = self
+            .setup
+            .limits
+            .fuel_per_call
+            .saturating_mul(INIT_FUEL_FACTOR);
         let failed = |store: &Store<State>, e: wasmtime::Error| {
             CreateError::Failed(classify(store, &e), format!("{e:#}"))
         };
@@ -215,7 +219,11 @@ impl<P: Instantiate> Pool<P> {
 
     /// An idle instance, or a new one.
     pub(crate) fn take(&self) -> Result<Slot<P::Bindings>, Failed> {
-        let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
         match idle {
             Some(slot) => Ok(slot),
             None => self.create().map_err(|error| {
@@ -264,14 +272,22 @@ impl<P: Instantiate> Pool<P> {
     }
 
     /// Counts and logs a failed call on `store` (whose instance the caller then drops).
-    pub(crate) fn failed(&self, store: &Store<State>, what: &str, error: &wasmtime::Error) -> Failed {
+    pub(crate) fn failed(
+        &self,
+        store: &Store<State>,
+        what: &str,
+        error: &wasmtime::Error,
+    ) -> Failed {
         self.report(classify(store, error), what, &format!("{error:#}"))
     }
 
     /// Counts and logs a failure. The message is wasmtime's (a trap code, a backtrace of
     /// function names), never the call's arguments.
     pub(crate) fn report(&self, kind: FailureKind, what: &str, message: &str) -> Failed {
-        self.setup.stats.counter(kind).fetch_add(1, Ordering::Relaxed);
+        self.setup
+            .stats
+            .counter(kind)
+            .fetch_add(1, Ordering::Relaxed);
         self.setup.host.counter(&format!("wasm.failed.{kind}"), 1);
         tracing::warn!(
             plugin = %self.setup.name,

@@ -34,7 +34,9 @@ impl Guest for PrefixAuthorizer {
         if separator.is_empty() {
             return Err("separator: must not be empty".to_owned());
         }
-        SEPARATOR.set(separator).map_err(|_| "initialised twice".to_owned())
+        SEPARATOR
+            .set(separator)
+            .map_err(|_| "initialised twice".to_owned())
     }
 
     fn authorize(context: RequestContext, actions: Vec<Action>) -> Vec<Decision> {

@@ -37,8 +37,13 @@ impl Guest for DemoMechanism {
         if config.tokens.is_empty() {
             return Err("tokens: no users configured".to_owned());
         }
-        log(Level::Debug, &format!("{} users configured", config.tokens.len()));
-        TOKENS.set(config.tokens).map_err(|_| "initialised twice".to_owned())
+        log(
+            Level::Debug,
+            &format!("{} users configured", config.tokens.len()),
+        );
+        TOKENS
+            .set(config.tokens)
+            .map_err(|_| "initialised twice".to_owned())
     }
 }
 
@@ -54,7 +59,9 @@ impl GuestExchange for DemoExchange {
         let user = parts.next().and_then(|user| std::str::from_utf8(user).ok());
         let expected = user.and_then(|user| TOKENS.get()?.get(user));
         match (user, expected, parts.next()) {
-            (Some(user), Some(expected), Some(token)) if constant_time_eq(expected.as_bytes(), token) => {
+            (Some(user), Some(expected), Some(token))
+                if constant_time_eq(expected.as_bytes(), token) =>
+            {
                 StepOutcome::Complete(Authenticated {
                     authorization_id: user.to_owned(),
                     server_final: Vec::new(),
