@@ -81,7 +81,10 @@ pub(super) fn check_tables(
         .filter(|p| portcullis_plugin_wasm::plugin_name(&p.path).is_some())
         .map(|p| p.name.clone())
         .collect();
-    if let Some(name) = tables.wasm_names().find(|n| !components.iter().any(|c| c == n)) {
+    if let Some(name) = tables
+        .wasm_names()
+        .find(|n| !components.iter().any(|c| c == n))
+    {
         return Err(NodeError::UnknownWasmTable {
             name: name.to_owned(),
             available: components,

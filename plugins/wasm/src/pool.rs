@@ -203,7 +203,7 @@ impl<P: Instantiate> Pool<P> {
             .fuel_per_call
             .saturating_mul(INIT_FUEL_FACTOR);
         let failed = |store: &Store<State>, e: wasmtime::Error| {
-            CreateError::Failed(classify(store, &e), format!("{e:#}"))
+            CreateError::Failed(classify(store, &e), one_line(&e))
         };
         store.set_fuel(fuel).map_err(|e| failed(&store, e))?;
         let bindings = self
@@ -251,7 +251,7 @@ impl<P: Instantiate> Pool<P> {
         slot.store.data_mut().limiter.memory_refused = false;
         slot.store
             .set_fuel(self.setup.limits.fuel_per_call)
-            .map_err(|e| self.report(FailureKind::Trap, "setting fuel", &format!("{e:#}")))
+            .map_err(|e| self.report(FailureKind::Trap, "setting fuel", &one_line(&e)))
     }
 
     /// Runs `call` on an armed instance; a failure is counted, logged and the instance dropped.
@@ -278,7 +278,7 @@ impl<P: Instantiate> Pool<P> {
         what: &str,
         error: &wasmtime::Error,
     ) -> Failed {
-        self.report(classify(store, error), what, &format!("{error:#}"))
+        self.report(classify(store, error), what, &one_line(error))
     }
 
     /// Counts and logs a failure. The message is wasmtime's (a trap code, a backtrace of
@@ -296,6 +296,16 @@ impl<P: Instantiate> Pool<P> {
         );
         Failed(kind)
     }
+}
+
+/// The trap (`wasm trap: …`) or the root cause, on one line: wasmtime's full message carries a
+/// multi-line backtrace, which would split a log record.
+fn one_line(error: &wasmtime::Error) -> String {
+    let text = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    text.replace(['\n', '\r'], " ")
 }
 
 enum CreateError {
