@@ -10,7 +10,7 @@
 //!
 //! The adapters implement the framework traits ([`Authorizer`], [`SaslMechanism`]), so the rest
 //! of the host sees an `Arc<dyn Authorizer>` like any other. Instances are pooled
-//! ([`pool`]): a call takes an initialised instance, and gives it back unless it failed.
+//! (`pool.rs`): a call takes an initialised instance, and gives it back unless it failed.
 
 mod authorizer;
 mod engine;
