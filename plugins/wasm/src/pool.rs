@@ -2,9 +2,9 @@
 //! fresh fuel budget, the memory cap, and what a failed call does (counted, logged, instance
 //! discarded — a trapped instance may not be entered again, and its memory is suspect).
 //!
-//! Pooling, not an instance per call: creating and initialising an instance costs tens of
-//! microseconds (it runs the component's `init`, which parses its configuration), a call on a
-//! warm instance well under one (docs/benchmarks.md, "WASM plugins").
+//! Pooling, not an instance per call: creating an instance also runs the component's `init`
+//! (which parses its configuration) before the call itself; `max_idle_instances = 0` gives that
+//! form, and `benches/forms.rs` measures both.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
