@@ -216,8 +216,15 @@ lint_check() {
   return 1
 }
 
+# The WASM plugin tests (plugins/wasm/tests, tests/interop/test_wasm_plugins.py) build
+# examples/wasm for wasm32-wasip2; `rustup target add` is a no-op when it is installed already.
+ensure_wasm_target() {
+  rustup target add wasm32-wasip2
+}
+
 install_deps() {
   require_tools cargo java javac mvn python3 openssl node npm
+  ensure_wasm_target || return 1
   ensure_kcat
   ensure_kafka_deps
   ensure_venv

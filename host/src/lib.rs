@@ -20,3 +20,4 @@ pub mod store_writer;
 pub mod telemetry;
 pub mod tls_peer;
 pub mod views;
+pub mod wasm_plugins;

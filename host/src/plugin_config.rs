@@ -126,6 +126,8 @@ impl fmt::Debug for ConfigSource {
 pub struct PluginTables {
     texts: std::collections::BTreeMap<String, String>,
     source: Option<ConfigSource>,
+    /// `[plugins.wasm.NAME]`: the sandbox limits of WASM components.
+    wasm_limits: std::collections::BTreeMap<String, portcullis_plugin_wasm::WasmLimits>,
 }
 
 impl PluginTables {
@@ -146,6 +148,7 @@ impl PluginTables {
         Ok(Self {
             texts,
             source: config.source.clone(),
+            wasm_limits: config.wasm.clone(),
         })
     }
 
@@ -154,7 +157,27 @@ impl PluginTables {
         Self {
             texts: texts.into_iter().collect(),
             source: None,
+            wasm_limits: Default::default(),
         }
+    }
+
+    /// The same tables with these WASM limits (tests and tools).
+    pub fn with_wasm_limits(
+        mut self,
+        limits: impl IntoIterator<Item = (String, portcullis_plugin_wasm::WasmLimits)>,
+    ) -> Self {
+        self.wasm_limits = limits.into_iter().collect();
+        self
+    }
+
+    /// The sandbox limits of WASM component `name` (the defaults without a table).
+    pub fn wasm_limits(&self, name: &str) -> portcullis_plugin_wasm::WasmLimits {
+        self.wasm_limits.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The names of every `[plugins.wasm.NAME]` table.
+    pub fn wasm_names(&self) -> impl Iterator<Item = &str> {
+        self.wasm_limits.keys().map(String::as_str)
     }
 
     /// Plugin `name`'s text (empty without a table).

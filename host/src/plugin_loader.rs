@@ -110,6 +110,10 @@ pub enum RefusalReason {
     /// The declaration failed validation.
     #[error(transparent)]
     Abi(#[from] AbiError),
+    /// A WASM component was refused (not a component, not a Portcullis plugin, a wrong
+    /// signature, a trap while starting).
+    #[error(transparent)]
+    Wasm(#[from] portcullis_plugin_wasm::WasmError),
     /// Another file already provides a plugin with this name (names are configuration tables,
     /// so they are unique across kinds).
     #[error("a plugin named {name:?} ({kind}) is already loaded from {}", first.display())]
@@ -124,8 +128,8 @@ pub enum RefusalReason {
 }
 
 /// Loads every shared library (`*.so`, `*.dylib` on macOS) in `dir` and creates each plugin it
-/// exports with its configuration (`tables`) and host services (`context`). A missing directory
-/// gives an empty report.
+/// exports with its configuration (`tables`) and host services (`context`), then every WASM
+/// component (`*.wasm`, `crate::wasm_plugins`). A missing directory gives an empty report.
 pub fn load_plugin_dir(
     dir: &Path,
     tables: &PluginTables,
@@ -150,6 +154,7 @@ pub fn load_plugin_dir(
             report.refused.push(refused);
         }
     }
+    crate::wasm_plugins::load_components(dir, tables, context, &mut report);
     report
 }
 

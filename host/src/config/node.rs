@@ -21,6 +21,10 @@ pub struct PluginsConfig {
     /// Per-plugin configuration tables, `[plugins.config.<PLUGIN-NAME>]`, handed to the plugin as TOML text.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Table>,
+    /// The sandbox limits of each WASM component, `[plugins.wasm.<PLUGIN-NAME>]` (fuel per call,
+    /// memory cap); a component without a table gets the defaults.
+    #[serde(default)]
+    pub wasm: BTreeMap<String, portcullis_plugin_wasm::WasmLimits>,
     /// The file the configuration was loaded from, to point plugin errors at its lines.
     #[serde(skip)]
     pub source: Option<ConfigSource>,
@@ -57,6 +61,11 @@ impl PluginsConfig {
                     format!("{} is not a directory", dir.display()),
                 ));
             }
+        }
+        for (name, limits) in &self.wasm {
+            limits.validate().map_err(|(key, message)| {
+                invalid(&format!("plugins.wasm.{name}.{key}"), message)
+            })?;
         }
         Ok(())
     }

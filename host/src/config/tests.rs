@@ -487,3 +487,25 @@ fn mistyped_store_and_cluster_overrides_are_refused() {
         }
     }
 }
+
+#[test]
+fn wasm_limits_default_per_component_and_refuse_values_out_of_range_by_key() {
+    let config = parse(&format!(
+        "{GOOD}\n[plugins.wasm.prefix-authorizer]\nfuel_per_call = 5000\n"
+    ));
+    let limits = &config.plugins.wasm["prefix-authorizer"];
+    assert_eq!(limits.fuel_per_call, 5000);
+    assert_eq!(limits.max_memory_bytes, 16 << 20);
+    assert!(config.validate().is_ok());
+    let zero_fuel = parse(&format!("{GOOD}\n[plugins.wasm.x]\nfuel_per_call = 0\n"));
+    assert_eq!(invalid_key(&zero_fuel), "plugins.wasm.x.fuel_per_call");
+    let tiny = parse(&format!(
+        "{GOOD}\n[plugins.wasm.x]\nmax_memory_bytes = 4096\n"
+    ));
+    assert_eq!(invalid_key(&tiny), "plugins.wasm.x.max_memory_bytes");
+    let typo = toml::from_str::<Config>(&format!("{GOOD}\n[plugins.wasm.x]\nfuel = 1\n"));
+    assert!(typo
+        .unwrap_err()
+        .to_string()
+        .contains("unknown field `fuel`"));
+}

@@ -74,6 +74,23 @@ pub(super) fn check_tables(
             });
         }
     }
+    // Limits for a component that is not there would silently protect nothing.
+    let components: Vec<String> = plugins
+        .loaded
+        .iter()
+        .filter(|p| portcullis_plugin_wasm::plugin_name(&p.path).is_some())
+        .map(|p| p.name.clone())
+        .collect();
+    if let Some(name) = tables
+        .wasm_names()
+        .find(|n| !components.iter().any(|c| c == n))
+    {
+        return Err(NodeError::UnknownWasmTable {
+            name: name.to_owned(),
+            available: components,
+            refused: refused_files(plugins),
+        });
+    }
     Ok(())
 }
 

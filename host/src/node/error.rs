@@ -53,6 +53,21 @@ pub enum NodeError {
         /// The plugin file.
         file: PathBuf,
     },
+    /// A `[plugins.wasm.NAME]` table names no WASM component of the plugin directory.
+    #[error(
+        "plugins.wasm.{name}: no WASM component `{name}.wasm` in the plugin directory; \
+         loaded components: {}{}",
+        list(available),
+        refused_note(refused)
+    )]
+    UnknownWasmTable {
+        /// The table's name.
+        name: String,
+        /// The names of the loaded components.
+        available: Vec<String>,
+        /// Plugin files that were refused, which may be why.
+        refused: Vec<String>,
+    },
     /// A `[plugins.config.NAME]` table names no plugin.
     #[error(
         "plugins.config.{name}: no plugin named `{name}` (built-in or in the plugin directory); \

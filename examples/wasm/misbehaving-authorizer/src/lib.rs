@@ -1,0 +1,81 @@
+//! An authorizer that misbehaves on purpose, to show the sandbox failing closed. Its
+//! `[plugins.config.NAME]` table is `mode = "MODE"`:
+//! - `trap`: `authorize` traps (a Rust panic: `unreachable` in a component);
+//! - `loop`: `authorize` never returns (only the fuel or the deadline stops it);
+//! - `grow`: `authorize` allocates until the memory cap refuses;
+//! - `short`: `authorize` answers fewer decisions than actions;
+//! - `allow`: everything is allowed (so a test sees the plugin is asked at all).
+//!
+//! It misbehaves only on requests that name a topic outside `ok.*`; other requests (only `ok.*`
+//! topics, groups, the cluster) are allowed, so one instance answers some calls and fails others.
+use std::cell::RefCell;
+
+use exports::portcullis::plugin::authorizer::{Action, Decision, Guest, RequestContext};
+use portcullis::plugin::types::{AclOperation, ResourceType};
+
+wit_bindgen::generate!({ path: "../../../plugins/wasm/wit", world: "authorizer-plugin" });
+
+thread_local! {
+    static MODE: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+struct Misbehaving;
+
+impl Guest for Misbehaving {
+    fn init(config: String) -> Result<(), String> {
+        // `mode = "x"`, parsed by hand to keep the component tiny.
+        let mode = config
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("mode = "))
+            .map(|v| v.trim_matches('"').to_owned())
+            .ok_or_else(|| "missing field `mode`".to_owned())?;
+        if !["trap", "loop", "grow", "short", "allow"].contains(&mode.as_str()) {
+            return Err(format!("mode: unknown mode {mode:?}"));
+        }
+        MODE.with(|m| *m.borrow_mut() = mode);
+        Ok(())
+    }
+
+    fn authorize(_context: RequestContext, actions: Vec<Action>) -> Vec<Decision> {
+        let calm = actions
+            .iter()
+            .all(|a| a.resource_type != ResourceType::Topic || a.resource_name.starts_with("ok."));
+        if calm {
+            return actions.iter().map(|_| Decision::Allowed).collect();
+        }
+        match MODE.with(|m| m.borrow().clone()).as_str() {
+            "trap" => panic!("misbehaving-authorizer: trap on purpose"),
+            "loop" => spin(),
+            "grow" => grow(),
+            "short" => Vec::new(),
+            _ => actions.iter().map(|_| Decision::Allowed).collect(),
+        }
+    }
+
+    fn authorize_by_resource_type(
+        _context: RequestContext,
+        _operation: AclOperation,
+        _resource_type: ResourceType,
+    ) -> Decision {
+        Decision::Allowed
+    }
+}
+
+/// Loops forever without being optimised away.
+fn spin() -> ! {
+    let mut n: u64 = 0;
+    loop {
+        n = std::hint::black_box(n.wrapping_add(1));
+    }
+}
+
+/// Allocates 1 MiB at a time and keeps it, until the allocator fails (a trap).
+fn grow() -> Vec<Decision> {
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    loop {
+        // Reserved, not written: growing memory, not spending fuel on filling it.
+        kept.push(std::hint::black_box(Vec::<u8>::with_capacity(1 << 20)));
+    }
+}
+
+export!(Misbehaving);

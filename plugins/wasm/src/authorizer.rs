@@ -1,0 +1,213 @@
+//! `portcullis:plugin/authorizer` as an [`Authorizer`]: the request context and actions become
+//! WIT values, the component answers one decision per action, and anything else — a trap, the
+//! fuel or the memory cap, fewer decisions than actions — denies every action of the request
+//! (as the C ABI's adapter does), with the `Failed` rule in the audit log.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use portcullis_plugin_api::acl::{AclOperation, ResourceType};
+use portcullis_plugin_api::authorizer::{
+    Action, Authorization, Authorizer, DecidingRule, Decision, RequestContext,
+};
+use portcullis_plugin_api::principal::Principal;
+use wasmtime::component::Component;
+use wasmtime::Store;
+
+use crate::engine::bindings::authorizer::exports::portcullis::plugin::authorizer as wit;
+use crate::engine::bindings::authorizer::{AuthorizerPlugin, AuthorizerPluginPre};
+use crate::engine::bindings::types;
+use crate::engine::WasmRuntime;
+use crate::error::{FailureKind, WasmError};
+use crate::pool::{Instantiate, Pool, Setup, State};
+
+const WORLD: &str = "authorizer-plugin";
+
+pub(crate) struct AuthorizerPre(AuthorizerPluginPre<State>);
+
+impl Instantiate for AuthorizerPre {
+    const KIND: crate::WasmKind = crate::WasmKind::Authorizer;
+    type Bindings = AuthorizerPlugin;
+
+    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<AuthorizerPlugin> {
+        self.0.instantiate(store)
+    }
+
+    fn init(
+        bindings: &AuthorizerPlugin,
+        store: &mut Store<State>,
+        config: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings
+            .portcullis_plugin_authorizer()
+            .call_init(store, config)
+    }
+}
+
+/// A component authorizer.
+pub(crate) struct WasmAuthorizer {
+    pool: Pool<AuthorizerPre>,
+    /// The audit log's rule for the component's answers.
+    rule: DecidingRule,
+}
+
+impl WasmAuthorizer {
+    pub(crate) fn new(
+        runtime: &WasmRuntime,
+        path: &Path,
+        component: &Component,
+        setup: Setup,
+    ) -> Result<Self, WasmError> {
+        let link = |e: wasmtime::Error| WasmError::Link {
+            path: path.to_owned(),
+            world: WORLD,
+            message: format!("{e:#}"),
+        };
+        let linker = runtime.linker(path, component, WORLD)?;
+        // Type-checks every import and export against the world once, here.
+        let pre = linker.instantiate_pre(component).map_err(link)?;
+        let pre = AuthorizerPluginPre::new(pre).map_err(link)?;
+        let rule = DecidingRule::Plugin {
+            plugin: Arc::clone(&setup.name),
+        };
+        let pool = Pool::new(AuthorizerPre(pre), runtime.engine().clone(), setup)?;
+        Ok(Self { pool, rule })
+    }
+
+    fn deny_all(actions: &[Action<'_>]) -> Vec<Authorization> {
+        actions
+            .iter()
+            .map(|_| Authorization::denied(DecidingRule::Failed))
+            .collect()
+    }
+}
+
+impl Authorizer for WasmAuthorizer {
+    fn authorize(
+        &self,
+        context: &RequestContext<'_>,
+        actions: &[Action<'_>],
+    ) -> Vec<Authorization> {
+        let wit_context = request_context(context);
+        let wit_actions: Vec<wit::Action> = actions.iter().map(action).collect();
+        let answer = self.pool.call("authorizing", |bindings, store| {
+            bindings.portcullis_plugin_authorizer().call_authorize(
+                store,
+                &wit_context,
+                &wit_actions,
+            )
+        });
+        match answer {
+            Ok(decisions) if decisions.len() >= actions.len() => decisions
+                .into_iter()
+                .take(actions.len())
+                .map(|d| Authorization::new(decision(d), self.rule.clone()))
+                .collect(),
+            Ok(decisions) => {
+                let message = format!(
+                    "{} decisions for {} actions",
+                    decisions.len(),
+                    actions.len()
+                );
+                self.pool
+                    .report(FailureKind::BadAnswer, "authorizing", &message);
+                Self::deny_all(actions)
+            }
+            Err(_failed) => Self::deny_all(actions),
+        }
+    }
+
+    fn authorize_by_resource_type(
+        &self,
+        context: &RequestContext<'_>,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> Decision {
+        let wit_context = request_context(context);
+        let answer = self
+            .pool
+            .call("authorizing by resource type", |bindings, store| {
+                bindings
+                    .portcullis_plugin_authorizer()
+                    .call_authorize_by_resource_type(
+                        store,
+                        &wit_context,
+                        acl_operation(operation),
+                        resource_type_of(resource_type),
+                    )
+            });
+        answer.map_or(Decision::Denied, decision)
+    }
+}
+
+fn principal(principal: &Principal) -> types::Principal {
+    types::Principal {
+        kind: principal.kind.clone(),
+        name: principal.name.clone(),
+    }
+}
+
+fn request_context(context: &RequestContext<'_>) -> wit::RequestContext {
+    wit::RequestContext {
+        principal: principal(&context.principal),
+        client_address: context.client_address.to_string(),
+        listener: context.listener.to_string(),
+        api_key: context.api_key,
+        api_version: context.api_version,
+        correlation_id: context.correlation_id,
+        client_id: context.client_id.as_deref().map(str::to_owned),
+        groups: context.groups.iter().map(principal).collect(),
+        scopes: context.scopes.to_vec(),
+        jti: context.jti.as_deref().map(str::to_owned),
+    }
+}
+
+fn action(action: &Action<'_>) -> wit::Action {
+    wit::Action {
+        operation: acl_operation(action.operation),
+        resource_type: resource_type_of(action.resource.resource_type),
+        resource_name: action.resource.name.to_string(),
+    }
+}
+
+fn decision(decision: wit::Decision) -> Decision {
+    match decision {
+        wit::Decision::Allowed => Decision::Allowed,
+        wit::Decision::Denied => Decision::Denied,
+    }
+}
+
+fn acl_operation(operation: AclOperation) -> types::AclOperation {
+    use types::AclOperation as W;
+    match operation {
+        AclOperation::Any => W::Any,
+        AclOperation::All => W::All,
+        AclOperation::Read => W::Read,
+        AclOperation::Write => W::Write,
+        AclOperation::Create => W::Create,
+        AclOperation::Delete => W::Delete,
+        AclOperation::Alter => W::Alter,
+        AclOperation::Describe => W::Describe,
+        AclOperation::ClusterAction => W::ClusterAction,
+        AclOperation::DescribeConfigs => W::DescribeConfigs,
+        AclOperation::AlterConfigs => W::AlterConfigs,
+        AclOperation::IdempotentWrite => W::IdempotentWrite,
+        AclOperation::CreateTokens => W::CreateTokens,
+        AclOperation::DescribeTokens => W::DescribeTokens,
+        _ => W::Unknown,
+    }
+}
+
+fn resource_type_of(resource_type: ResourceType) -> types::ResourceType {
+    use types::ResourceType as W;
+    match resource_type {
+        ResourceType::Any => W::Any,
+        ResourceType::Topic => W::Topic,
+        ResourceType::Group => W::Group,
+        ResourceType::Cluster => W::Cluster,
+        ResourceType::TransactionalId => W::TransactionalId,
+        ResourceType::DelegationToken => W::DelegationToken,
+        ResourceType::User => W::User,
+        _ => W::Unknown,
+    }
+}

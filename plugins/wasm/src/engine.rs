@@ -1,0 +1,165 @@
+//! The wasmtime engine (one per gateway), compiling components, telling which kind a component
+//! exports, and the linker that gives a component the host's `log` and nothing else.
+
+use std::path::Path;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::error::WasmError;
+use crate::pool::State;
+use crate::WasmKind;
+
+/// The one WASI interface the sandbox answers: `wasi:random/insecure-seed`, which Rust's standard
+/// library calls to seed every `HashMap` (so almost any Rust component, and its `toml` parser,
+/// needs it before it runs a line of its own). It is answered with bits the component cannot use
+/// to learn anything about the gateway (a fresh random per call, from std's own hasher keys).
+const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
+
+/// Host bindings of the WIT worlds (`wit/plugin.wit`).
+pub(crate) mod bindings {
+    /// `authorizer-plugin`, with the shared `types` and `host` interfaces.
+    pub(crate) mod authorizer {
+        wasmtime::component::bindgen!({ path: "wit", world: "authorizer-plugin" });
+    }
+    /// `mechanism-plugin`, reusing the authorizer world's `host`.
+    pub(crate) mod mechanism {
+        wasmtime::component::bindgen!({
+            path: "wit",
+            world: "mechanism-plugin",
+            with: {
+                "portcullis:plugin/host": super::authorizer::portcullis::plugin::host,
+            },
+        });
+    }
+    pub(crate) use authorizer::portcullis::plugin::{host, types};
+}
+
+const AUTHORIZER_EXPORT: &str = "portcullis:plugin/authorizer@0.1.0";
+const MECHANISM_EXPORT: &str = "portcullis:plugin/sasl-mechanism@0.1.0";
+
+/// Compiles and links components. Cheap to clone (the engine is shared).
+#[derive(Clone)]
+pub struct WasmRuntime {
+    engine: Engine,
+}
+
+impl std::fmt::Debug for WasmRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WasmRuntime")
+    }
+}
+
+impl WasmRuntime {
+    /// An engine with fuel metering on (the per-call budget) and the component model.
+    ///
+    /// # Errors
+    /// wasmtime refuses the configuration (not expected on a supported platform).
+    pub fn new() -> Result<Self, WasmError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        // Fuel makes a runaway call stop deterministically, without a timer thread.
+        config.consume_fuel(true);
+        let engine = Engine::new(&config).map_err(|e| WasmError::Compile {
+            path: "<engine>".into(),
+            message: format!("{e:#}"),
+        })?;
+        Ok(Self { engine })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles the bytes of the component file `path`.
+    pub(crate) fn compile(&self, path: &Path, bytes: &[u8]) -> Result<Component, WasmError> {
+        Component::new(&self.engine, bytes).map_err(|e| WasmError::Compile {
+            path: path.to_owned(),
+            message: format!("{e:#}"),
+        })
+    }
+
+    /// Which kind `component` exports.
+    pub(crate) fn kind_of(
+        &self,
+        path: &Path,
+        component: &Component,
+    ) -> Result<WasmKind, WasmError> {
+        let path = || path.to_owned();
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let has = |wanted: &str| exports.iter().any(|e| e == wanted);
+        match (has(AUTHORIZER_EXPORT), has(MECHANISM_EXPORT)) {
+            (true, false) => Ok(WasmKind::Authorizer),
+            (false, true) => Ok(WasmKind::SaslMechanism),
+            (true, true) => Err(WasmError::TwoKinds { path: path() }),
+            (false, false) => Err(WasmError::NoPluginExport {
+                path: path(),
+                exports: if exports.is_empty() {
+                    "none".to_owned()
+                } else {
+                    exports.join(", ")
+                },
+            }),
+        }
+    }
+
+    /// A linker for `component`: the `host` interface, and every other import (WASI, anything)
+    /// defined as a function that traps — the sandbox grants no file, socket, clock or
+    /// environment, and a component that reaches for one fails that call closed.
+    pub(crate) fn linker(
+        &self,
+        path: &Path,
+        component: &Component,
+        world: &'static str,
+    ) -> Result<Linker<State>, WasmError> {
+        let link_error = |e: wasmtime::Error| WasmError::Link {
+            path: path.to_owned(),
+            world,
+            message: format!("{e:#}"),
+        };
+        let mut linker = Linker::new(&self.engine);
+        bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)
+            .map_err(link_error)?;
+        self.grant_insecure_seed(component, &mut linker)
+            .map_err(link_error)?;
+        linker
+            .define_unknown_imports_as_traps(component)
+            .map_err(link_error)?;
+        Ok(linker)
+    }
+
+    /// Defines `insecure-seed` for every version of the interface `component` imports.
+    fn grant_insecure_seed(
+        &self,
+        component: &Component,
+        linker: &mut Linker<State>,
+    ) -> wasmtime::Result<()> {
+        let names: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .filter(|name| name.starts_with(INSECURE_SEED))
+            .collect();
+        for name in names {
+            linker
+                .instance(&name)?
+                .func_wrap("insecure-seed", |_store, (): ()| Ok((random_pair(),)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Two random words from std's per-process random hasher keys (each `RandomState` differs).
+fn random_pair() -> (u64, u64) {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    (word(), word())
+}

@@ -1,0 +1,120 @@
+//! Sandboxed plugins: WebAssembly components that implement a Portcullis plugin kind through the
+//! WIT package `portcullis:plugin` (`wit/plugin.wit`), run by wasmtime.
+//!
+//! A native plugin (the C ABI) runs with all of the gateway's privileges; a component runs in its
+//! own linear memory, sees only the values handed to it, gets no WASI (its WASI imports trap), and
+//! every call runs under a fuel budget and a memory cap (`[plugins.wasm.NAME]`, [`WasmLimits`]).
+//! A call that traps, runs out of fuel or hits the cap fails closed — the authorizer denies, the
+//! mechanism fails the authentication — is counted and logged, and its instance is discarded;
+//! the gateway carries on.
+//!
+//! The adapters implement the framework traits ([`Authorizer`], [`SaslMechanism`]), so the rest
+//! of the host sees an `Arc<dyn Authorizer>` like any other. Instances are pooled
+//! (`pool.rs`): a call takes an initialised instance, and gives it back unless it failed.
+
+mod authorizer;
+mod engine;
+mod error;
+mod limits;
+mod mechanism;
+mod pool;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use portcullis_plugin_api::authorizer::Authorizer;
+use portcullis_plugin_api::sasl::SaslMechanism;
+use portcullis_plugin_api::Host;
+
+pub use engine::WasmRuntime;
+pub use error::{FailureKind, WasmError};
+pub use limits::WasmLimits;
+pub use pool::WasmStats;
+
+/// The file extension of a component in the plugin directory.
+pub const EXTENSION: &str = "wasm";
+
+/// The WIT package version this host speaks (`portcullis:plugin@…`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// The plugin kind a component implements, read from its exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WasmKind {
+    /// `portcullis:plugin/authorizer`.
+    Authorizer,
+    /// `portcullis:plugin/sasl-mechanism`.
+    SaslMechanism,
+}
+
+/// A loaded component, as the plugin it implements.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum WasmPlugin {
+    /// It exports `portcullis:plugin/authorizer`.
+    Authorizer(Arc<dyn Authorizer>),
+    /// It exports `portcullis:plugin/sasl-mechanism`.
+    SaslMechanism(Arc<dyn SaslMechanism>),
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WasmPlugin::Authorizer(_) => f.write_str("WasmPlugin::Authorizer"),
+            WasmPlugin::SaslMechanism(m) => write!(f, "WasmPlugin::SaslMechanism({})", m.name()),
+        }
+    }
+}
+
+/// A loaded component with its failure counters.
+#[derive(Debug, Clone)]
+pub struct LoadedComponent {
+    /// The plugin.
+    pub plugin: WasmPlugin,
+    /// Calls that failed closed, by cause (also published as the plugin's metrics).
+    pub stats: Arc<WasmStats>,
+}
+
+/// The plugin name of a component file: its name without `.wasm`.
+pub fn plugin_name(path: &Path) -> Option<&str> {
+    match path.extension() {
+        Some(ext) if ext == EXTENSION => path.file_stem()?.to_str(),
+        _ => None,
+    }
+}
+
+/// Compiles the component `bytes` (read by the host from `path`, which names it in errors), checks
+/// which kind it exports, creates one instance and initialises it with `config` (the text of
+/// `[plugins.config.NAME]`), under `limits`. No file is read here: I/O belongs to the host.
+///
+/// # Errors
+/// [`WasmError`] naming why: not a component, no known export, a wrong signature, an import the
+/// sandbox does not offer, a refused configuration, or a trap while initialising.
+pub fn load_component(
+    runtime: &WasmRuntime,
+    path: &Path,
+    bytes: &[u8],
+    name: &str,
+    config: &str,
+    limits: &WasmLimits,
+    host: Host,
+) -> Result<LoadedComponent, WasmError> {
+    let component = runtime.compile(path, bytes)?;
+    let stats = Arc::new(WasmStats::default());
+    let setup = pool::Setup {
+        name: name.into(),
+        config: config.into(),
+        limits: limits.clone(),
+        host,
+        stats: Arc::clone(&stats),
+    };
+    let plugin = match runtime.kind_of(path, &component)? {
+        WasmKind::Authorizer => WasmPlugin::Authorizer(Arc::new(authorizer::WasmAuthorizer::new(
+            runtime, path, &component, setup,
+        )?)),
+        WasmKind::SaslMechanism => WasmPlugin::SaslMechanism(Arc::new(
+            mechanism::WasmMechanism::new(runtime, path, &component, setup)?,
+        )),
+    };
+    Ok(LoadedComponent { plugin, stats })
+}
