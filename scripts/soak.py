@@ -24,8 +24,11 @@ naming each failed check:
   failover makes calls through the killed node, or forwarded to the dead writer, fail for a few
   seconds: a call retried successfully within that time is not an error);
 - every node re-authenticated sessions all the time and none failed;
-- RSS and open fds flat: per node incarnation that lived long enough, the median of its last
-  FINAL minutes is within ±10 % of the median of its minutes WARMUP..BASELINE_END.
+- RSS and open fds flat (±10 %): the median of the last 5 minutes vs the median of minutes 2-5
+  (shorter runs scale these windows), compared by role over all nodes (the writer holds more
+  connections than a follower, and it is a new process after every failover), and per process for
+  every stretch one process held one role long enough;
+- no ERROR line or panic in any node's log.
 
   python scripts/soak.py --minutes 30 --nodes 3 --failover-every 5 --run-dir DIR --out DIR
 """
@@ -179,11 +182,19 @@ def client_conf(node: PortcullisProcess, user: str = USER, password: str | None 
             "log_level": 2, **extra}
 
 
+def refused_login(err: KafkaError) -> bool:
+    """A login Portcullis refused. librdkafka also reports a connection lost during the SASL
+    exchange as _AUTHENTICATION ("... handshake failed: Local: Broker transport failure"), which
+    happens when a node is killed mid-login: that one it retries, like any lost connection. (The
+    node logs tell a refusal apart for certain: scan_logs.)"""
+    return err.code() == KafkaError._AUTHENTICATION and "transport failure" not in err.str()
+
+
 def error_cb(ledger: Ledger, who: str):
     """librdkafka's error callback: fatal errors and refused logins are errors; the rest (a broker
     down during a failover, a connection closed) librdkafka recovers from by itself."""
     def on_error(err: KafkaError) -> None:
-        if err.fatal() or err.code() == KafkaError._AUTHENTICATION:
+        if err.fatal() or refused_login(err):
             ledger.error(f"{who}: {err}")
         else:
             ledger.retried(f"{who}: {err.name()}")
@@ -419,7 +430,7 @@ def token_logs_in(node: PortcullisProcess, token_id: str, hmac: bytes, timeout: 
             return True
         except Exception:  # noqa: BLE001 - not in (yet)
             admin.poll(0.1)
-            if any(e.code() == KafkaError._AUTHENTICATION for e in refused):
+            if any(refused_login(e) for e in refused):
                 return False
     return False
 
@@ -493,6 +504,7 @@ class Sample:
     t: float
     node: int
     pid: int
+    role: str  # writer, follower, or ? (no writer at that moment: a failover)
     rss_kb: int
     fds: int
     counters: dict[str, int]
@@ -505,8 +517,21 @@ def proc_rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+def current_writer(cluster: Cluster) -> int | None:
+    """The writer's index per `portcullis cluster status`, or None (none now, or status failed)."""
+    try:
+        lines = cluster.status().splitlines()
+    except Exception:  # noqa: BLE001 - e.g. during a failover
+        return None
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "writer":
+            return int(parts[0]) - 1
+    return None
+
+
 class Sampler(Stoppable):
-    FIELDS = ["t_s", "node", "pid", "rss_kb", "fds", "successful_authentication", "successful_reauthentication",
+    FIELDS = ["t_s", "node", "pid", "role", "rss_kb", "fds", "successful_authentication", "successful_reauthentication",
               "failed_reauthentication", "expired_connections_killed", "failed_authentication"]
 
     def __init__(self, sc: SoakCluster, ledger: Ledger, path: Path):
@@ -521,14 +546,16 @@ class Sampler(Stoppable):
             while True:
                 for s in self.sample_all():
                     self.samples.append(s)
-                    w.writerow([f"{s.t:.1f}", s.node, s.pid, s.rss_kb, s.fds] +
-                               [s.counters.get(k, "") for k in self.FIELDS[5:]])
+                    w.writerow([f"{s.t:.1f}", s.node, s.pid, s.role, s.rss_kb, s.fds] +
+                               [s.counters.get(k, "") for k in self.FIELDS[6:]])
                 f.flush()
                 if self.stop.wait(SAMPLE_EVERY):
                     return
 
     def sample_all(self) -> list[Sample]:
         out = []
+        # The writer holds more (its store producer's connections): samples are compared by role.
+        writer = current_writer(self.sc.cluster)
         for i, (p, m) in enumerate(zip(self.sc.nodes, self.sc.metrics)):
             if not p.alive():
                 continue  # killed by the failover, being restarted
@@ -538,7 +565,8 @@ class Sampler(Stoppable):
                 counters = security_counters(m)
             except Exception:  # noqa: BLE001 - it died or restarts between the calls
                 continue
-            out.append(Sample(self.ledger.now(), i + 1, pid, rss, fds, counters))
+            role = "?" if writer is None else "writer" if writer == i else "follower"
+            out.append(Sample(self.ledger.now(), i + 1, pid, role, rss, fds, counters))
         return out
 
 
@@ -631,31 +659,86 @@ def incarnations(samples: list[Sample], node: int) -> list[list[Sample]]:
     return list(out.values())
 
 
-def flatness(samples: list[Sample], nodes: int, warmup: float, baseline_end: float, final: float
+METRICS = (("RSS", lambda s: s.rss_kb / 1024, " MiB"), ("fds", lambda s: s.fds, ""))
+
+
+def compare(label: str, base: list[Sample], last: list[Sample]) -> tuple[list[str], list[str]]:
+    """Median RSS and fds of `base` vs `last`: (report lines, failures)."""
+    lines, failures = [], []
+    for what, get, unit in METRICS:
+        b, e = statistics.median(map(get, base)), statistics.median(map(get, last))
+        change = (e - b) / b if b else 0.0
+        ok = abs(change) <= FLAT_WITHIN
+        lines.append(f"{label}: {what} {b:.1f}{unit} -> {e:.1f}{unit} ({change:+.1%}) {'ok' if ok else 'NOT FLAT'}")
+        if not ok:
+            failures.append(f"flat: {label}: {what} {b:.1f} -> {e:.1f} ({change:+.1%}, limit ±10 %)")
+    return lines, failures
+
+
+def flatness(samples: list[Sample], nodes: int, run_s: float, warmup: float, baseline_end: float, final: float
              ) -> tuple[list[str], list[str]]:
-    """(report lines, failures): per node incarnation that lived at least baseline_end + final
-    seconds, median RSS and fds of [warmup, baseline_end] of its life vs its last `final` seconds."""
-    lines, failures, compared = [], [], 0
+    """(report lines, failures). The writer is killed every few minutes and restarted as a new
+    process, and a writer holds more connections than a follower, so two comparisons:
+    - by role, over every node: the samples of [warmup, baseline_end] of the run vs its last
+      `final` seconds (the processes are interchangeable: same binary, same configuration);
+    - by process and role, for each stretch one process held one role long enough: its
+      [warmup, baseline_end] vs its last `final` seconds."""
+    lines, failures = [], []
+    for role in ("follower", "writer"):
+        base = [s for s in samples if s.role == role and warmup <= s.t <= baseline_end]
+        last = [s for s in samples if s.role == role and s.t >= run_s - final]
+        if not base or not last:
+            failures.append(f"flat: no {role} samples in the windows compared")
+            continue
+        got = compare(f"every {role}", base, last)
+        lines += got[0]
+        failures += got[1]
     for node in range(1, nodes + 1):
         for inc in incarnations(samples, node):
-            born, died = inc[0].t, inc[-1].t
-            life = died - born
-            if life < baseline_end + final:
-                lines.append(f"node {node} pid {inc[0].pid}: lived {life / 60:.1f} min, too short to compare")
-                continue
-            compared += 1
-            base = [s for s in inc if warmup <= s.t - born <= baseline_end]
-            last = [s for s in inc if s.t >= died - final]
-            for what, get, unit in (("RSS", lambda s: s.rss_kb / 1024, "MiB"), ("fds", lambda s: s.fds, "")):
-                b, e = statistics.median(map(get, base)), statistics.median(map(get, last))
-                change = (e - b) / b if b else 0.0
-                ok = abs(change) <= FLAT_WITHIN
-                lines.append(f"node {node} pid {inc[0].pid} ({life / 60:.1f} min): {what} {b:.1f}{unit} -> "
-                             f"{e:.1f}{unit} ({change:+.1%}) {'ok' if ok else 'NOT FLAT'}")
-                if not ok:
-                    failures.append(f"flat: node {node} {what} {b:.1f} -> {e:.1f} ({change:+.1%}, limit ±10 %)")
-    if compared == 0:
-        failures.append("flat: no node process lived long enough to compare its start with its end")
+            stretches: list[list[Sample]] = []
+            for s in inc:
+                if s.role == "?":
+                    continue  # during a failover: no role to compare with
+                if stretches and stretches[-1][-1].role == s.role:
+                    stretches[-1].append(s)
+                else:
+                    stretches.append([s])
+            for st in stretches:
+                born, died = st[0].t, st[-1].t
+                label = f"node {node} pid {st[0].pid} {st[0].role} {born / 60:.1f}-{died / 60:.1f} min"
+                if died - born < baseline_end + final:
+                    lines.append(f"{label}: too short to compare; RSS {st[0].rss_kb / 1024:.1f} -> "
+                                 f"{st[-1].rss_kb / 1024:.1f} MiB, fds {st[0].fds} -> {st[-1].fds}")
+                    continue
+                got = compare(label, [s for s in st if warmup <= s.t - born <= baseline_end],
+                              [s for s in st if s.t >= died - final])
+                lines += got[0]
+                failures += got[1]
+    return lines, failures
+
+
+def scan_logs(nodes: list[PortcullisProcess]) -> tuple[list[str], list[str]]:
+    """Every node's log: ERROR lines, panics and refused logins other than the tokens' (which the
+    token loop causes on purpose once a token is expired, and which a follower that has not read a
+    new token yet answers too) are failures; WARN lines are reported by kind."""
+    lines, failures = [], []
+    for p in nodes:
+        warns: Counter = Counter()
+        refused_tokens = 0
+        for line in p.log_path.read_text(errors="replace").splitlines():
+            parts = line.split(None, 2)
+            level = parts[1] if len(parts) > 1 else ""
+            if "authentication failed" in line:
+                if 'reason="Token Authentication failed' in line:
+                    refused_tokens += 1
+                else:
+                    failures.append(f"log: {p.name}: {line[:300]}")
+            elif level == "ERROR" or "panicked" in line:
+                failures.append(f"log: {p.name}: {line[:300]}")
+            elif level == "WARN":
+                warns[parts[2][:160]] += 1
+        lines.append(f"{p.name}: {refused_tokens} token logins refused")
+        lines += [f"{p.name}: {n} x WARN {w}" for w, n in warns.most_common(10)]
     return lines, failures
 
 
@@ -753,7 +836,7 @@ def run(args) -> int:
             w.stop.set()
             w.join(timeout=60)
         in_topic = read_topic(nodes[0])
-        return report(args, ledger, sampler.samples, in_topic, consumed, out)
+        return report(args, ledger, nodes, sampler.samples, in_topic, consumed, out)
     finally:
         for w in workers:
             w.stop.set()
@@ -776,12 +859,14 @@ def print_progress(ledger: Ledger) -> None:
           flush=True)
 
 
-def report(args, ledger: Ledger, samples: list[Sample], in_topic: Counter, consumed: Counter, out: Path) -> int:
+def report(args, ledger: Ledger, nodes: list[PortcullisProcess], samples: list[Sample], in_topic: Counter,
+           consumed: Counter, out: Path) -> int:
     scale = min(1.0, args.minutes / 30)  # a shorter run compares shorter windows
     warmup, baseline_end, final = 120 * scale, 300 * scale, 300 * scale
-    flat_lines, flat_failures = flatness(samples, args.nodes, warmup, baseline_end, final)
+    flat_lines, flat_failures = flatness(samples, args.nodes, ledger.now(), warmup, baseline_end, final)
+    log_lines, log_failures = scan_logs(nodes)
     reauth_lines, reauth_failures = reauth_report(samples, args.nodes)
-    failures = check_records(ledger, in_topic, consumed) + flat_failures + reauth_failures
+    failures = check_records(ledger, in_topic, consumed) + flat_failures + reauth_failures + log_failures
     if ledger.errors:
         failures.append(f"errors: {len(ledger.errors)} client errors, e.g. {ledger.errors[:5]}")
     lines = [
@@ -796,8 +881,9 @@ def report(args, ledger: Ledger, samples: list[Sample], in_topic: Counter, consu
         *[f"  {k}: {v}" for k, v in ledger.transient.most_common(15)],
         f"failovers: {len(ledger.failovers)}", *[f"  {f}" for f in ledger.failovers],
         "re-authentication:", *[f"  {line}" for line in reauth_lines],
-        f"RSS and fds (median of {warmup / 60:.1f}-{baseline_end / 60:.1f} min of each process vs its last "
-        f"{final / 60:.1f} min):", *[f"  {line}" for line in flat_lines],
+        f"RSS and fds (median of {warmup / 60:.1f}-{baseline_end / 60:.1f} min vs the last {final / 60:.1f} min):",
+        *[f"  {line}" for line in flat_lines],
+        f"node logs: {len(log_failures)} ERROR/panic lines", *[f"  {line}" for line in log_lines],
         "result: " + ("PASS" if not failures else "FAIL"), *[f"  FAILED {f}" for f in failures],
     ]
     text = "\n".join(lines)
