@@ -59,7 +59,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from cluster_support import Cluster, cluster_tls, node_principal, store_sections, wait_started  # noqa: E402
 from conftest import PORTCULLIS_USERS, Launcher, PortcullisProcess, free_ports, toml_str  # noqa: E402
 from kafka_wire import Conn, byte_array  # noqa: E402
-from prometheus import MetricsEndpoint, security_counters  # noqa: E402
+from prometheus import COUNTERS, MetricsEndpoint, scrape, total  # noqa: E402
 
 REAUTH_MS = 10_000
 TOPIC = "soak-data"
@@ -517,6 +517,14 @@ def proc_rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
+def node_counters(m: MetricsEndpoint) -> dict[str, int]:
+    """The security counters of prometheus.py, and the sessions open now."""
+    samples = scrape(m)
+    counters = {name: int(total(samples, series, **labels)) for name, (series, labels) in COUNTERS.items()}
+    counters["sessions_active"] = int(total(samples, "portcullis_sessions_active"))
+    return counters
+
+
 def current_writer(cluster: Cluster) -> int | None:
     """The writer's index per `portcullis cluster status`, or None (none now, or status failed)."""
     try:
@@ -532,7 +540,7 @@ def current_writer(cluster: Cluster) -> int | None:
 
 class Sampler(Stoppable):
     FIELDS = ["t_s", "node", "pid", "role", "rss_kb", "fds", "successful_authentication", "successful_reauthentication",
-              "failed_reauthentication", "expired_connections_killed", "failed_authentication"]
+              "failed_reauthentication", "expired_connections_killed", "failed_authentication", "sessions_active"]
 
     def __init__(self, sc: SoakCluster, ledger: Ledger, path: Path):
         super().__init__("sampler", ledger)
@@ -562,7 +570,7 @@ class Sampler(Stoppable):
             pid = p.proc.pid
             try:
                 rss, fds = proc_rss_kb(pid), len(os.listdir(f"/proc/{pid}/fd"))
-                counters = security_counters(m)
+                counters = node_counters(m)
             except Exception:  # noqa: BLE001 - it died or restarts between the calls
                 continue
             role = "?" if writer is None else "writer" if writer == i else "follower"
@@ -750,6 +758,7 @@ def reauth_report(samples: list[Sample], nodes: int) -> tuple[list[str], list[st
     for node in range(1, nodes + 1):
         ok = bad = killed = 0
         alive_s = 0.0
+        sessions = statistics.mean([s.counters["sessions_active"] for s in samples if s.node == node] or [0])
         for inc in incarnations(samples, node):
             last = inc[-1].counters
             ok += last["successful_reauthentication"]
@@ -757,8 +766,10 @@ def reauth_report(samples: list[Sample], nodes: int) -> tuple[list[str], list[st
             killed += last["expired_connections_killed"]
             alive_s += inc[-1].t - inc[0].t
         per_10s = ok / (alive_s / 10) if alive_s else 0.0
-        lines.append(f"node {node}: {ok} re-authentications ({per_10s:.1f} per 10 s), {bad} failed, "
-                     f"{killed} expired sessions closed")
+        per_session = per_10s / sessions if sessions else 0.0
+        lines.append(f"node {node}: {ok} re-authentications ({per_10s:.1f} per 10 s; {sessions:.1f} sessions open "
+                     f"on average, so {per_session:.2f} per session per 10 s), {bad} failed, "
+                     f"{killed} expired sessions closed (kafka-python does not re-authenticate)")
         if bad:
             failures.append(f"reauth: node {node} had {bad} failed re-authentications")
         if per_10s < 1.0:
