@@ -913,8 +913,12 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    # soak.sh stops the driver with SIGTERM (also on Ctrl-C): unwind, so every node is stopped.
+    # soak.sh stops the driver with SIGTERM (also on Ctrl-C, which reaches the driver as well):
+    # unwind, so every node is stopped. Later signals are ignored, so that the second of those
+    # two cannot cut the stopping of the nodes short.
     def on_term(signum, _frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
