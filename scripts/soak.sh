@@ -50,6 +50,11 @@ cleanup() {
     kill -TERM "$driver_pid" 2>/dev/null || true
     wait "$driver_pid" 2>/dev/null || true
   fi
+  # Nodes a driver killed by SIGKILL could not stop: this run's, found by their config's path.
+  local pid
+  for pid in $(pgrep -f -- "--config $RUN_DIR/" || true); do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
   kafka_stop || true
   for f in "$RUN_DIR"/portcullis-*/portcullis.log; do
     [[ -f $f ]] && cp "$f" "$out/$(basename "$(dirname "$f")").log"
