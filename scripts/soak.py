@@ -493,6 +493,7 @@ class TokenLoop(Stoppable):
                 led.error(f"token {token_id} on node {number} {waited:.0f}s after its expiry: {outcome}")
                 return
             led.retried(f"tokens: login after expiry: {outcome}")
+            time.sleep(0.5)
 
     @staticmethod
     def login_errors(ledger: Ledger, who: str):
