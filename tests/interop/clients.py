@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -162,3 +162,27 @@ class CaptureErrors(logging.Handler):
     def __exit__(self, *exc):
         self.logger.removeHandler(self)
         self.logger.setLevel(self.old_level)
+
+
+def key_counts(conf: dict, topic: str, partitions: int, timeout: float = 120) -> dict[str, int]:
+    """How many times each key is stored in `topic` (every record of its `partitions`, from offset 0
+    to the end as it is now): what duplicate and loss checks count."""
+    c = Consumer({**conf, "group.id": f"{topic}-readback", "enable.auto.commit": False})
+    counts: dict[str, int] = {}
+    try:
+        tps = [TopicPartition(topic, i, 0) for i in range(partitions)]
+        end = sum(c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps)
+        c.assign(tps)
+        read = 0
+        deadline = time.monotonic() + timeout
+        while read < end and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            read += 1
+            key = msg.key().decode()
+            counts[key] = counts.get(key, 0) + 1
+        assert read == end, f"read {read} of {end} records of {topic}"
+    finally:
+        c.close()
+    return counts

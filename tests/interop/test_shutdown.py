@@ -14,10 +14,9 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaProducer
 
-from clients import confluent_conf, confluent_create_topic, kafka_python_conf
+from clients import confluent_conf, confluent_create_topic, kafka_python_conf, key_counts
 from conftest import _portcullis_gateway
 from reauth_support import start_portcullis
 
@@ -93,7 +92,7 @@ def test_sigterm_answers_what_was_forwarded_and_loses_or_duplicates_nothing(laun
     sent = sum(t.sent for t in producers)
     acked = sum(t.acked for t in producers)
     failed = [f for t in producers for f in t.failed]
-    counts = _read_all(conf, topic, PARTITIONS)
+    counts = key_counts(conf, topic, PARTITIONS)
     duplicated = {k: n for k, n in counts.items() if n > 1}
     expected = {f"{t.index}-{i}" for t in producers for i in range(t.sent)}
     lost = expected - counts.keys()
@@ -105,23 +104,3 @@ def test_sigterm_answers_what_was_forwarded_and_loses_or_duplicates_nothing(laun
     assert not lost, sorted(lost)[:10]
     assert not duplicated, dict(list(duplicated.items())[:10])
 
-
-def _read_all(conf: dict, topic: str, partitions: int) -> dict[str, int]:
-    c = Consumer({**conf, "group.id": f"{topic}-readback", "enable.auto.commit": False})
-    counts: dict[str, int] = {}
-    try:
-        tps = [TopicPartition(topic, i, 0) for i in range(partitions)]
-        end = sum(c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps)
-        c.assign(tps)
-        read = 0
-        deadline = time.monotonic() + 120
-        while read < end and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            read += 1
-            key = msg.key().decode()
-            counts[key] = counts.get(key, 0) + 1
-    finally:
-        c.close()
-    return counts

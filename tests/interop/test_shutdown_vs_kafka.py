@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
-from clients import confluent_conf, kafka_python_conf
+from clients import confluent_conf, kafka_python_conf, key_counts
 from conftest import _portcullis_gateway
 from own_kafka import OwnKafka
 from reauth_support import start_portcullis
@@ -124,29 +124,6 @@ class Outcome:
         return 1e6 * self.duplicated / max(self.acked, 1)
 
 
-def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-readback",
-                  "enable.auto.commit": False})
-    counts: dict[str, int] = {}
-    try:
-        tps = [TopicPartition(topic, i, 0) for i in range(partitions)]
-        end = sum(c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps)
-        c.assign(tps)
-        read = 0
-        deadline = time.monotonic() + 120
-        while read < end and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            read += 1
-            key = msg.key().decode()
-            counts[key] = counts.get(key, 0) + 1
-        assert read == end, f"read {read} of {end} records of {topic}"
-    finally:
-        c.close()
-    return counts
-
-
 def _run_phase(restart, conf_for: dict[str, dict], bootstrap: str, topic: str) -> dict[str, Outcome]:
     """Two producers of each kind write while `restart()` runs RESTARTS times; returns, per kind,
     what was acknowledged, stored, duplicated and lost."""
@@ -170,7 +147,7 @@ def _run_phase(restart, conf_for: dict[str, dict], bootstrap: str, topic: str) -
         for w in writers:
             w.join(timeout=240)
     assert all(not w.is_alive() for w in writers), "a producer did not finish"
-    counts = _read_all(bootstrap, topic, partitions)
+    counts = key_counts({"bootstrap.servers": bootstrap}, topic, partitions)
     out = {}
     for kind in kinds:
         mine = [w for w in writers if w.kind == kind]
