@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::errors::ErrorCode;
-use crate::local::forwarded::RequestId;
+use crate::local::forwarded::request_id::RequestId;
 use crate::principal::Principal;
 use crate::protocol::api::{
     ALTER_USER_SCRAM_CREDENTIALS, CREATE_ACLS, CREATE_DELEGATION_TOKEN, DELETE_ACLS, ENVELOPE,

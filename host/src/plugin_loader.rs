@@ -128,8 +128,9 @@ pub enum RefusalReason {
 }
 
 /// Loads every shared library (`*.so`, `*.dylib` on macOS) in `dir` and creates each plugin it
-/// exports with its configuration (`tables`) and host services (`context`), then every WASM
-/// component (`*.wasm`, `crate::wasm_plugins`). A missing directory gives an empty report.
+/// exports with its configuration (`tables`) and host services (`context`). A missing directory
+/// gives an empty report. A node loads the directory's WASM components too
+/// (`crate::wasm_plugins::load_plugin_dir`).
 pub fn load_plugin_dir(
     dir: &Path,
     tables: &PluginTables,
@@ -154,7 +155,6 @@ pub fn load_plugin_dir(
             report.refused.push(refused);
         }
     }
-    crate::wasm_plugins::load_components(dir, tables, context, &mut report);
     report
 }
 

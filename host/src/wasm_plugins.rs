@@ -17,6 +17,19 @@ use crate::services::HostContext;
 /// What a WASM plugin reports as the API it was built against.
 pub const WIT_API: &str = "wit portcullis:plugin@0.1.0";
 
+/// What a node loads from its plugin directory: every native library
+/// ([`crate::plugin_loader::load_plugin_dir`]), then every component, into one report (names must
+/// be unique across libraries and components).
+pub fn load_plugin_dir(
+    dir: &Path,
+    tables: &PluginTables,
+    context: &HostContext,
+) -> PluginLoadReport {
+    let mut report = crate::plugin_loader::load_plugin_dir(dir, tables, context);
+    load_components(dir, tables, context, &mut report);
+    report
+}
+
 /// Loads every component of `dir` into `report` (names must be unique across libraries and
 /// components).
 pub(crate) fn load_components(

@@ -168,7 +168,7 @@ pub(super) fn plugins(path: Option<&Path>, out: &mut dyn Write) -> anyhow::Resul
         writeln!(out, "plugin directory: not configured")?;
         return Ok(());
     };
-    let report = crate::plugin_loader::load_plugin_dir(dir, &tables, &HostContext::offline());
+    let report = crate::wasm_plugins::load_plugin_dir(dir, &tables, &HostContext::offline());
     writeln!(out, "plugin directory {}:", dir.display())?;
     if report.loaded.is_empty() {
         writeln!(out, "  no plugins loaded")?;

@@ -19,8 +19,9 @@ use super::mechanisms::resolve_mechanisms;
 use super::oauth::oauth_enabled;
 use crate::config::Config;
 use crate::plugin_config::PluginTables;
-use crate::plugin_loader::{load_plugin_dir, PluginLoadReport};
+use crate::plugin_loader::PluginLoadReport;
 use crate::services::HostContext;
+use crate::wasm_plugins::load_plugin_dir;
 
 /// The parts of a node that need no store.
 pub struct Assembly {

@@ -14,9 +14,9 @@ use portcullis_plugin_api::principal::Principal;
 use wasmtime::component::Component;
 use wasmtime::Store;
 
-use crate::engine::bindings::authorizer::exports::portcullis::plugin::authorizer as wit;
-use crate::engine::bindings::authorizer::{AuthorizerPlugin, AuthorizerPluginPre};
-use crate::engine::bindings::types;
+use crate::bindings::authorizer::exports::portcullis::plugin::authorizer as wit;
+use crate::bindings::authorizer::{AuthorizerPlugin, AuthorizerPluginPre};
+use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
 use crate::pool::{Instantiate, Pool, Setup, State};

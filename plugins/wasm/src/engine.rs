@@ -6,6 +6,7 @@ use std::path::Path;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
+use crate::bindings;
 use crate::error::WasmError;
 use crate::pool::State;
 use crate::WasmKind;
@@ -15,25 +16,6 @@ use crate::WasmKind;
 /// needs it before it runs a line of its own). It is answered with bits the component cannot use
 /// to learn anything about the gateway (a fresh random per call, from std's own hasher keys).
 const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
-
-/// Host bindings of the WIT worlds (`wit/plugin.wit`).
-pub(crate) mod bindings {
-    /// `authorizer-plugin`, with the shared `types` and `host` interfaces.
-    pub(crate) mod authorizer {
-        wasmtime::component::bindgen!({ path: "wit", world: "authorizer-plugin" });
-    }
-    /// `mechanism-plugin`, reusing the authorizer world's `host`.
-    pub(crate) mod mechanism {
-        wasmtime::component::bindgen!({
-            path: "wit",
-            world: "mechanism-plugin",
-            with: {
-                "portcullis:plugin/host": super::authorizer::portcullis::plugin::host,
-            },
-        });
-    }
-    pub(crate) use authorizer::portcullis::plugin::{host, types};
-}
 
 const AUTHORIZER_EXPORT: &str = "portcullis:plugin/authorizer@0.1.0";
 const MECHANISM_EXPORT: &str = "portcullis:plugin/sasl-mechanism@0.1.0";

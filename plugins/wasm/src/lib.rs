@@ -13,6 +13,7 @@
 //! (`pool.rs`): a call takes an initialised instance, and gives it back unless it failed.
 
 mod authorizer;
+mod bindings;
 mod engine;
 mod error;
 mod limits;

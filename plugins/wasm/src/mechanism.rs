@@ -13,8 +13,8 @@ use portcullis_plugin_api::sasl::{
 use wasmtime::component::{Component, ResourceAny};
 use wasmtime::Store;
 
-use crate::engine::bindings::mechanism::exports::portcullis::plugin::sasl_mechanism as wit;
-use crate::engine::bindings::mechanism::{MechanismPlugin, MechanismPluginPre};
+use crate::bindings::mechanism::exports::portcullis::plugin::sasl_mechanism as wit;
+use crate::bindings::mechanism::{MechanismPlugin, MechanismPluginPre};
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
 use crate::pool::{Failed, Instantiate, Pool, Setup, Slot, State};

@@ -13,8 +13,8 @@ use portcullis_plugin_api::Host;
 use portcullis_plugin_api::Level as HostLevel;
 use wasmtime::{ResourceLimiter, Store};
 
-use crate::engine::bindings::host::{self as wit_host, Level};
-use crate::engine::bindings::types;
+use crate::bindings::host::{self as wit_host, Level};
+use crate::bindings::types;
 use crate::error::{FailureKind, WasmError};
 use crate::limits::WasmLimits;
 

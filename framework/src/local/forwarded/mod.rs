@@ -12,7 +12,7 @@
 
 pub mod dedup;
 pub mod recorded;
-mod request_id;
+pub(crate) mod request_id;
 pub mod writer;
 
 use std::net::IpAddr;
