@@ -58,15 +58,8 @@ impl WasmAuthorizer {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let link = |e: wasmtime::Error| WasmError::Link {
-            path: path.to_owned(),
-            world: WORLD,
-            message: format!("{e:#}"),
-        };
-        let linker = runtime.linker(path, component, WORLD)?;
         // Type-checks every import and export against the world once, here.
-        let pre = linker.instantiate_pre(component).map_err(link)?;
-        let pre = AuthorizerPluginPre::new(pre).map_err(link)?;
+        let pre = runtime.prepare(path, component, WORLD, AuthorizerPluginPre::new)?;
         let rule = DecidingRule::Plugin {
             plugin: Arc::clone(&setup.name),
         };

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine};
 
 use crate::bindings;
@@ -89,28 +89,33 @@ impl WasmRuntime {
         }
     }
 
-    /// A linker for `component`: the `host` interface, and every other import (WASI, anything)
-    /// defined as a function that traps — the sandbox grants no file, socket, clock or
-    /// environment, and a component that reaches for one fails that call closed.
-    pub(crate) fn linker(
+    /// `component` linked and type-checked once against `world` (`typed` is the world's
+    /// `...Pre::new`), ready to instantiate for the pool. Any refusal names the file and world.
+    pub(crate) fn prepare<T>(
         &self,
         path: &Path,
         component: &Component,
         world: &'static str,
-    ) -> Result<Linker<State>, WasmError> {
+        typed: impl FnOnce(InstancePre<State>) -> wasmtime::Result<T>,
+    ) -> Result<T, WasmError> {
         let link_error = |e: wasmtime::Error| WasmError::Link {
             path: path.to_owned(),
             world,
             message: format!("{e:#}"),
         };
+        let linker = self.linker(component).map_err(link_error)?;
+        let pre = linker.instantiate_pre(component).map_err(link_error)?;
+        typed(pre).map_err(link_error)
+    }
+
+    /// A linker for `component`: the `host` interface, and every other import (WASI, anything)
+    /// defined as a function that traps — the sandbox grants no file, socket, clock or
+    /// environment, and a component that reaches for one fails that call closed.
+    fn linker(&self, component: &Component) -> wasmtime::Result<Linker<State>> {
         let mut linker = Linker::new(&self.engine);
-        bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)
-            .map_err(link_error)?;
-        self.grant_insecure_seed(component, &mut linker)
-            .map_err(link_error)?;
-        linker
-            .define_unknown_imports_as_traps(component)
-            .map_err(link_error)?;
+        bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
+        self.grant_insecure_seed(component, &mut linker)?;
+        linker.define_unknown_imports_as_traps(component)?;
         Ok(linker)
     }
 

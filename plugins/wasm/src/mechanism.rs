@@ -54,14 +54,8 @@ impl WasmMechanism {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let link = |e: wasmtime::Error| WasmError::Link {
-            path: path.to_owned(),
-            world: WORLD,
-            message: format!("{e:#}"),
-        };
-        let linker = runtime.linker(path, component, WORLD)?;
-        let pre = linker.instantiate_pre(component).map_err(link)?;
-        let pre = MechanismPluginPre::new(pre).map_err(link)?;
+        // Type-checks every import and export against the world once, here.
+        let pre = runtime.prepare(path, component, WORLD, MechanismPluginPre::new)?;
         let pool = Pool::new(MechanismPre(pre), runtime.engine().clone(), setup)?;
         Ok(Self {
             pool: Arc::new(pool),
