@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the fuzz targets of fuzz/ (libFuzzer through libfuzzer-sys) for a given time each, starting
 # from the corpora kept in the repository (fuzz/corpus/<target>), and prints what each run did:
-# executions, coverage (libFuzzer's `cov`, edges reached), corpus size, result.
+# executions, CPU seconds (user + system of the fuzzer process), coverage (libFuzzer's `cov`,
+# edges reached), corpus size, result.
 #
 #   scripts/fuzz.sh                         # every target, 30 s each (what scripts/test.sh runs)
 #   scripts/fuzz.sh --time 3600 envelope    # one target for an hour
 #   scripts/fuzz.sh --time 600 --jobs 2     # every target, two at a time
 #   scripts/fuzz.sh --merge --time 300      # ... and add what found new coverage to fuzz/corpus
+#   scripts/fuzz.sh --ledger fuzz/ledger.tsv --time 900   # ... and append each run's CPU time there
 #   scripts/fuzz.sh --list
 #
 # Built with the toolchain of rust-toolchain.toml, not nightly and not cargo-fuzz: the same
@@ -32,6 +34,7 @@ TIME=30
 JOBS=1
 MERGE=0
 LIST=0
+LEDGER=""
 TARGETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     --jobs) JOBS="$2"; shift 2 ;;
     --merge) MERGE=1; shift ;;
     --list) LIST=1; shift ;;
+    --ledger) LEDGER="$2"; shift 2 ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) TARGETS+=("$1"); shift ;;
@@ -85,10 +89,15 @@ fuzz_one() {
   mkdir -p "$dir/new" "$ROOT/fuzz/corpus/$t"
   local started rc=0
   started=$(date +%s)
-  "$BIN_DIR/$t" "$dir/new" "$ROOT/fuzz/corpus/$t" \
+  # CPU time, not wall time, is what a fuzzing budget counts: at nice 19 on a busy machine a
+  # target gets far less than its wall time. Bash's `time` keyword reports the child's.
+  local TIMEFORMAT='%U %S'
+  { time "$BIN_DIR/$t" "$dir/new" "$ROOT/fuzz/corpus/$t" \
     -max_total_time="$TIME" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$dir/" >"$dir/log" 2>&1 || rc=$?
+    -print_final_stats=1 -artifact_prefix="$dir/" >"$dir/log" 2>&1 || rc=$?; } 2>"$dir/times"
   local seconds=$(( $(date +%s) - started ))
+  local cpu
+  cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$dir/times" 2>/dev/null || echo "?")
   local execs cov corpus result=ok
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2)
@@ -100,8 +109,8 @@ fuzz_one() {
       || result="merge failed (see $dir/merge.log)"
   fi
   corpus=$(find "$ROOT/fuzz/corpus/$t" -type f | wc -l)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "${execs:-?}" "${cov:-?}" "$corpus" "$result" \
-    >"$dir/summary"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "${cpu:-?}" "${execs:-?}" "${cov:-?}" \
+    "$corpus" "$result" >"$dir/summary"
 }
 
 log "fuzzing each target for ${TIME}s, $JOBS at a time; logs in $RUN_DIR"
@@ -118,15 +127,21 @@ wait || true
 
 failed=0
 {
-  printf '%-30s %8s %14s %8s %8s  %s\n' target seconds execs cov corpus result
+  printf '%-30s %8s %8s %14s %8s %8s  %s\n' target seconds cpu_s execs cov corpus result
   for t in "${TARGETS[@]}"; do
     if [[ ! -f "$RUN_DIR/$t/summary" ]]; then
-      printf '%-30s %8s %14s %8s %8s  %s\n' "$t" - - - - "did not run (see $RUN_DIR/$t/log)"
+      printf '%-30s %8s %8s %14s %8s %8s  %s\n' "$t" - - - - - "did not run (see $RUN_DIR/$t/log)"
       failed=1
       continue
     fi
-    IFS=$'\t' read -r name seconds execs cov corpus result <"$RUN_DIR/$t/summary"
-    printf '%-30s %8s %14s %8s %8s  %s\n' "$name" "$seconds" "$execs" "$cov" "$corpus" "$result"
+    IFS=$'\t' read -r name seconds cpu execs cov corpus result <"$RUN_DIR/$t/summary"
+    printf '%-30s %8s %8s %14s %8s %8s  %s\n' "$name" "$seconds" "$cpu" "$execs" "$cov" "$corpus" "$result"
+    if [[ -n "$LEDGER" ]]; then
+      # One row per run: when, the commit fuzzed, target, wall s, CPU s, executions, result.
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" \
+        "$(git -C "$ROOT" rev-parse --short=8 HEAD 2>/dev/null || echo '?')" "$name" "$seconds" \
+        "$cpu" "$execs" "$result" >>"$LEDGER"
+    fi
     [[ "$result" == ok ]] || failed=1
   done
 } | tee "$RUN_DIR/summary.txt"
