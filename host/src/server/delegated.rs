@@ -27,7 +27,7 @@ use portcullis::credentials::ScramMechanism;
 use portcullis::principal::Principal;
 use portcullis::refresh::RefreshConfig;
 use portcullis_plugin_forwarding::delegated::tokens::{
-    Acquire, RenewOutcome, TokenPolicy, UpstreamToken, UpstreamTokens, Work,
+    Acquire, CreationId, RenewOutcome, TokenPolicy, UpstreamToken, UpstreamTokens, Work,
 };
 use portcullis_plugin_forwarding::delegated::DelegatedSettings;
 use portcullis_plugin_login::ScramLogin;
@@ -42,8 +42,11 @@ type Creation = Result<Arc<UpstreamToken>, DelegatedError>;
 
 struct Inner {
     cache: UpstreamTokens,
-    /// One sender per creation in flight; waiters subscribe under the same lock.
-    creating: HashMap<Principal, broadcast::Sender<Creation>>,
+    /// The principal's creation in flight and its sender; waiters subscribe under the same lock.
+    creating: HashMap<Principal, (CreationId, broadcast::Sender<Creation>)>,
+    /// Tokens whose creation finished after the shutdown drained the cache, for
+    /// [`DelegatedUpstream::shutdown`] to expire ([`run`] has stopped by then).
+    late: Vec<Work>,
 }
 
 /// The node's upstream tokens and the service connection that manages them.
@@ -89,6 +92,7 @@ impl DelegatedUpstream {
             inner: Mutex::new(Inner {
                 cache: UpstreamTokens::new(policy),
                 creating: HashMap::new(),
+                late: Vec::new(),
             }),
             requests,
             wake: Notify::new(),
@@ -110,7 +114,7 @@ impl DelegatedUpstream {
     ) -> Result<Arc<UpstreamToken>, DelegatedError> {
         enum Next {
             Wait(broadcast::Receiver<Creation>),
-            Create,
+            Create(CreationId),
             Retry,
         }
         loop {
@@ -118,14 +122,15 @@ impl DelegatedUpstream {
                 let mut inner = self.lock();
                 match inner.cache.acquire(principal) {
                     Acquire::Ready(token) => return Ok(token),
+                    Acquire::Closed => return Err(DelegatedError::Stopping),
                     Acquire::Wait => match inner.creating.get(principal) {
-                        Some(sender) => Next::Wait(sender.subscribe()),
+                        Some((_, sender)) => Next::Wait(sender.subscribe()),
                         None => Next::Retry,
                     },
-                    Acquire::Create => {
+                    Acquire::Create(id) => {
                         let (sender, _) = broadcast::channel(1);
-                        inner.creating.insert(principal.clone(), sender);
-                        Next::Create
+                        inner.creating.insert(principal.clone(), (id, sender));
+                        Next::Create(id)
                     }
                 }
             };
@@ -134,9 +139,16 @@ impl DelegatedUpstream {
                     Ok(Ok(_)) | Err(_) => {}
                     Ok(Err(e)) => return Err(e),
                 },
-                Next::Create => {
+                Next::Create(id) => {
+                    let mut pending = PendingCreation {
+                        owner: self,
+                        principal,
+                        id,
+                        reported: false,
+                    };
                     let outcome = self.requests.create(principal, upstream).await;
-                    self.finish_creation(principal, outcome.clone());
+                    pending.reported = true;
+                    self.finish_creation(principal, id, outcome.clone());
                     outcome?;
                 }
                 // Cannot happen (a creation in flight always has a sender); do not spin.
@@ -145,12 +157,13 @@ impl DelegatedUpstream {
         }
     }
 
-    /// Installs a creation's outcome in the cache and tells the waiters.
-    fn finish_creation(&self, principal: &Principal, outcome: Creation) {
-        let replaced = {
+    /// Installs creation `id`'s outcome in the cache and tells its waiters.
+    fn finish_creation(&self, principal: &Principal, id: CreationId, outcome: Creation) {
+        let to_expire = {
             let mut inner = self.lock();
-            let replaced = inner.cache.created(
+            let to_expire = inner.cache.created(
                 principal,
+                id,
                 outcome
                     .as_ref()
                     .map(|t| UpstreamToken::clone(t))
@@ -158,12 +171,25 @@ impl DelegatedUpstream {
                 now_ms(),
                 rand::random(),
             );
-            if let Some(sender) = inner.creating.remove(principal) {
-                let _ = sender.send(outcome);
+            if inner
+                .creating
+                .get(principal)
+                .is_some_and(|(current, _)| *current == id)
+            {
+                if let Some((_, sender)) = inner.creating.remove(principal) {
+                    let _ = sender.send(outcome);
+                }
             }
-            replaced
+            match to_expire {
+                // `run` has stopped: the shutdown expires it.
+                Some(work) if inner.cache.is_closed() => {
+                    inner.late.push(work);
+                    None
+                }
+                other => other,
+            }
         };
-        if let Some(work) = replaced {
+        if let Some(work) = to_expire {
             let _ = self.work.send(work);
         }
         self.wake.notify_one();
@@ -177,19 +203,36 @@ impl DelegatedUpstream {
         }
     }
 
-    /// Expires every token upstream (the node is stopping), within `deadline`.
+    /// Expires every token upstream (the node is stopping), within `deadline`: the cached ones,
+    /// then those of creations still in flight, once they arrive.
     pub async fn shutdown(&self, upstream: &UpstreamSettings, deadline: Duration) {
-        let work = self.lock().cache.drain();
+        let (work, in_flight) = {
+            let mut inner = self.lock();
+            let work = inner.cache.drain();
+            let in_flight: Vec<_> = inner
+                .creating
+                .values()
+                .map(|(_, sender)| sender.subscribe())
+                .collect();
+            (work, in_flight)
+        };
         self.logins
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        if work.is_empty() {
+        if work.is_empty() && in_flight.is_empty() {
             return;
         }
-        let count = work.len();
+        let count = work.len() + in_flight.len();
         let expiring = async {
             for item in work {
+                self.carry_out(upstream, item).await;
+            }
+            for mut creation in in_flight {
+                let _ = creation.recv().await;
+            }
+            let late = std::mem::take(&mut self.lock().late);
+            for item in late {
                 self.carry_out(upstream, item).await;
             }
         };
@@ -203,17 +246,13 @@ impl DelegatedUpstream {
 
     async fn carry_out(&self, upstream: &UpstreamSettings, work: Work) {
         match work {
-            Work::Create { principal } => {
-                {
-                    let mut inner = self.lock();
-                    if inner.creating.contains_key(&principal) {
-                        return;
-                    }
-                    let (sender, _) = broadcast::channel(1);
-                    inner.creating.insert(principal.clone(), sender);
-                }
+            Work::Create { principal, id } => {
+                // A replacement: connections keep the current token meanwhile (`acquire` answers
+                // Ready), so nobody waits on this sender; it is there for the shutdown.
+                let (sender, _) = broadcast::channel(1);
+                self.lock().creating.insert(principal.clone(), (id, sender));
                 let outcome = self.requests.create(&principal, upstream).await;
-                self.finish_creation(&principal, outcome);
+                self.finish_creation(&principal, id, outcome);
             }
             Work::Renew { principal, token } => {
                 let outcome = self.requests.renew(upstream, &token).await;
@@ -271,6 +310,30 @@ impl DelegatedUpstream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(token_id);
+    }
+}
+
+/// A creation a connection is making; reported as failed if the connection's task is dropped
+/// before the upstream answered, so that its waiters and the cache do not wait for it forever.
+struct PendingCreation<'a> {
+    owner: &'a DelegatedUpstream,
+    principal: &'a Principal,
+    id: CreationId,
+    reported: bool,
+}
+
+impl Drop for PendingCreation<'_> {
+    fn drop(&mut self) {
+        if !self.reported {
+            self.owner.finish_creation(
+                self.principal,
+                self.id,
+                Err(DelegatedError::Upstream(
+                    "the connection creating the token closed before the upstream answered"
+                        .to_owned(),
+                )),
+            );
+        }
     }
 }
 

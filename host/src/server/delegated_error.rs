@@ -26,6 +26,9 @@ pub enum DelegatedError {
     /// for it (fail closed: never the service identity instead).
     #[error("a request was routed upstream as the client's principal, but [forwarding] policy is not \"delegated\"")]
     NotConfigured,
+    /// The node is stopping: no new upstream token is created.
+    #[error("Portcullis is stopping")]
+    Stopping,
 }
 
 impl DelegatedError {

@@ -17,6 +17,13 @@
 //!                          └──created(Err)──► (absent; the waiters get the error)
 //!                                                   └──idle / revoked / shutdown──► (absent; token handed out to expire)
 //! ```
+//!
+//! Every creation has a [`CreationId`]. A creation whose principal was removed while it was in
+//! flight (revoked, or the node stopping) is *orphaned*: its token, when it arrives, is handed out
+//! to expire instead of being installed — otherwise a token created for a revoked principal, or
+//! one that arrives after the shutdown drained the cache, would live upstream until its maximum
+//! lifetime with nobody to expire it. After [`UpstreamTokens::drain`] the cache is closed: no new
+//! creation starts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -59,6 +66,10 @@ impl std::fmt::Debug for UpstreamToken {
     }
 }
 
+/// Names one creation, so that its outcome is recognised when it arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CreationId(u64);
+
 /// What the host must do for the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Work {
@@ -66,6 +77,8 @@ pub enum Work {
     Create {
         /// The owner.
         principal: Principal,
+        /// The creation, to name in the report.
+        id: CreationId,
     },
     /// Renew the principal's token (report with [`UpstreamTokens::renewed`]).
     Renew {
@@ -103,10 +116,12 @@ pub enum ExpireReason {
 pub enum Acquire {
     /// The principal's token; a lease is held until [`UpstreamTokens::release`].
     Ready(Arc<UpstreamToken>),
-    /// The caller must create the token (it is the only one told so) and report it.
-    Create,
+    /// The caller must create the token (it is the only one told so) and report it with this id.
+    Create(CreationId),
     /// Another caller is creating it: wait for [`UpstreamTokens::created`] and ask again.
     Wait,
+    /// The node is stopping ([`UpstreamTokens::drain`] ran): no token, and none is created.
+    Closed,
 }
 
 /// The settings the machine needs.
@@ -125,6 +140,8 @@ struct Entry {
     leases: usize,
     /// When the last lease was released (None while leased or never leased).
     idle_since_ms: Option<i64>,
+    /// The creation in flight for this principal (the first token, or a replacement).
+    creating: Option<CreationId>,
 }
 
 #[derive(Debug)]
@@ -146,6 +163,11 @@ enum State {
 pub struct UpstreamTokens {
     policy: TokenPolicy,
     entries: BTreeMap<Principal, Entry>,
+    next_creation: u64,
+    /// Creations in flight whose principal was removed, with why (their tokens get expired).
+    orphaned: BTreeMap<CreationId, ExpireReason>,
+    /// [`UpstreamTokens::drain`] ran.
+    closed: bool,
 }
 
 impl UpstreamTokens {
@@ -154,22 +176,40 @@ impl UpstreamTokens {
         Self {
             policy,
             entries: BTreeMap::new(),
+            next_creation: 0,
+            orphaned: BTreeMap::new(),
+            closed: false,
         }
+    }
+
+    fn new_creation(&mut self) -> CreationId {
+        self.next_creation += 1;
+        CreationId(self.next_creation)
+    }
+
+    /// Whether [`UpstreamTokens::drain`] ran (the node is stopping).
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 
     /// A connection of `principal` needs its token. `Ready` takes a lease.
     pub fn acquire(&mut self, principal: &Principal) -> Acquire {
+        if self.closed {
+            return Acquire::Closed;
+        }
         match self.entries.get_mut(principal) {
             None => {
+                let id = self.new_creation();
                 self.entries.insert(
                     principal.clone(),
                     Entry {
                         state: State::Creating,
                         leases: 0,
                         idle_since_ms: None,
+                        creating: Some(id),
                     },
                 );
-                Acquire::Create
+                Acquire::Create(id)
             }
             Some(entry) => {
                 let token = match &entry.state {
@@ -193,20 +233,37 @@ impl UpstreamTokens {
         }
     }
 
-    /// The outcome of a [`Work::Create`] (or [`Acquire::Create`]). On failure the entry is
-    /// dropped, so the next connection tries again. Returns the token it replaces, to expire.
+    /// The outcome of creation `id` ([`Work::Create`] or [`Acquire::Create`]). On failure the
+    /// entry is dropped, so the next connection tries again. Returns the token to expire: the one
+    /// it replaces, or the new one itself when its creation was orphaned.
     pub fn created(
         &mut self,
         principal: &Principal,
+        id: CreationId,
         outcome: Result<UpstreamToken, ()>,
         now_ms: i64,
         random: f64,
     ) -> Option<Work> {
+        let current = self
+            .entries
+            .get(principal)
+            .is_some_and(|entry| entry.creating == Some(id));
+        if !current {
+            // Orphaned (the principal was revoked, or the node is stopping): the token must not
+            // be installed, and nobody else knows it exists.
+            let reason = self.orphaned.remove(&id).unwrap_or(ExpireReason::Revoked);
+            return outcome.ok().map(|token| Work::Expire {
+                principal: principal.clone(),
+                token: Arc::new(token),
+                reason,
+            });
+        }
         let token = match outcome {
             Ok(token) => Arc::new(token),
             Err(()) => {
                 // A failed replacement keeps the old token (it is still valid) and retries.
                 if let Some(entry) = self.entries.get_mut(principal) {
+                    entry.creating = None;
                     match &mut entry.state {
                         State::Ready { busy, due_ms, .. } => {
                             *busy = false;
@@ -221,11 +278,10 @@ impl UpstreamTokens {
             }
         };
         let (due_ms, replace) = self.schedule(&token, now_ms, random);
-        let entry = self.entries.entry(principal.clone()).or_insert(Entry {
-            state: State::Creating,
-            leases: 0,
-            idle_since_ms: None,
-        });
+        let Some(entry) = self.entries.get_mut(principal) else {
+            return None; // checked above
+        };
+        entry.creating = None;
         if entry.leases == 0 && entry.idle_since_ms.is_none() {
             entry.idle_since_ms = Some(now_ms);
         }
@@ -320,8 +376,12 @@ impl UpstreamTokens {
                 if !*busy && now_ms >= *due_ms {
                     *busy = true;
                     work.push(if *replace {
+                        self.next_creation += 1;
+                        let id = CreationId(self.next_creation);
+                        entry.creating = Some(id);
                         Work::Create {
                             principal: principal.clone(),
+                            id,
                         }
                     } else {
                         Work::Renew {
@@ -371,8 +431,10 @@ impl UpstreamTokens {
         self.remove(principal, ExpireReason::Revoked)
     }
 
-    /// Shutdown: every token, to expire.
+    /// Shutdown: every token, to expire. The cache is closed: no creation starts after this,
+    /// and the tokens of creations still in flight are handed out to expire when they arrive.
     pub fn drain(&mut self) -> Vec<Work> {
+        self.closed = true;
         let principals: Vec<Principal> = self.entries.keys().cloned().collect();
         principals
             .iter()
@@ -401,14 +463,16 @@ impl UpstreamTokens {
 
     fn remove(&mut self, principal: &Principal, reason: ExpireReason) -> Option<Work> {
         let entry = self.entries.remove(principal)?;
+        if let Some(id) = entry.creating {
+            self.orphaned.insert(id, reason);
+        }
         match entry.state {
             State::Ready { token, .. } => Some(Work::Expire {
                 principal: principal.clone(),
                 token,
                 reason,
             }),
-            // Being created: the creator's report finds no entry and installs it again; the host
-            // expires a token created for a revoked principal (see `created`'s caller).
+            // Being created: orphaned above; `created` hands its token out to expire.
             State::Creating => None,
         }
     }
@@ -471,16 +535,30 @@ mod tests {
         }
     }
 
+    /// The id of the creation `acquire` asks the caller to make.
+    fn must_create(cache: &mut UpstreamTokens, principal: &Principal) -> CreationId {
+        match cache.acquire(principal) {
+            Acquire::Create(id) => id,
+            other => panic!("expected Create, got {other:?}"),
+        }
+    }
+
+    /// Creates the principal's first token.
+    fn install(cache: &mut UpstreamTokens, principal: &Principal, t: UpstreamToken, now: i64) {
+        let id = must_create(cache, principal);
+        assert_eq!(cache.created(principal, id, Ok(t), now, 0.0), None);
+    }
+
     #[test]
     fn concurrent_acquires_create_once() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        assert_eq!(cache.acquire(&alice), Acquire::Create);
+        let id = must_create(&mut cache, &alice);
         for _ in 0..49 {
             assert_eq!(cache.acquire(&alice), Acquire::Wait);
         }
         assert_eq!(
-            cache.created(&alice, Ok(token("t1", 0, 100_000, 200_000)), 0, 0.5),
+            cache.created(&alice, id, Ok(token("t1", 0, 100_000, 200_000)), 0, 0.5),
             None
         );
         for _ in 0..50 {
@@ -492,17 +570,16 @@ mod tests {
     fn a_failed_creation_lets_the_next_caller_try_again() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        assert_eq!(cache.acquire(&alice), Acquire::Create);
-        assert_eq!(cache.created(&alice, Err(()), 0, 0.5), None);
-        assert_eq!(cache.acquire(&alice), Acquire::Create);
+        let id = must_create(&mut cache, &alice);
+        assert_eq!(cache.created(&alice, id, Err(()), 0, 0.5), None);
+        must_create(&mut cache, &alice);
     }
 
     #[test]
     fn renews_before_expiry_then_replaces_before_the_maximum() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        let _ = cache.acquire(&alice);
-        let _ = cache.created(&alice, Ok(token("t1", 0, 10_000, 30_000)), 0, 0.0);
+        install(&mut cache, &alice, token("t1", 0, 10_000, 30_000), 0);
         let _ = cache.acquire(&alice);
         // 80 % of the 10 s expiry (too short for the 60 s / 300 s buffers).
         assert_eq!(cache.next_deadline(), Some(8_000));
@@ -519,13 +596,17 @@ mod tests {
         );
         // Expiry is now the maximum: the next step is a replacement, not a renewal.
         let work = cache.poll(30_000);
-        assert_eq!(
-            work,
-            vec![Work::Create {
-                principal: alice.clone()
-            }]
+        let [Work::Create { principal, id }] = &work[..] else {
+            panic!("expected one Create, got {work:?}");
+        };
+        assert_eq!(principal, &alice);
+        let replaced = cache.created(
+            &alice,
+            *id,
+            Ok(token("t2", 28_000, 40_000, 60_000)),
+            28_000,
+            0.0,
         );
-        let replaced = cache.created(&alice, Ok(token("t2", 28_000, 40_000, 60_000)), 28_000, 0.0);
         assert!(
             matches!(replaced, Some(Work::Expire { token, reason: ExpireReason::Replaced, .. }) if token.token_id == "t1")
         );
@@ -539,8 +620,7 @@ mod tests {
     fn idle_principals_lose_their_token() {
         let mut cache = UpstreamTokens::new(policy());
         let alice = Principal::user("alice");
-        let _ = cache.acquire(&alice);
-        let _ = cache.created(&alice, Ok(token("t1", 0, 1_000_000, 2_000_000)), 0, 0.0);
+        install(&mut cache, &alice, token("t1", 0, 1_000_000, 2_000_000), 0);
         let _ = cache.acquire(&alice);
         let _ = cache.acquire(&alice);
         cache.release(&alice, 100);
@@ -563,8 +643,7 @@ mod tests {
         let mut cache = UpstreamTokens::new(policy());
         for name in ["a", "b", "c"] {
             let p = Principal::user(name);
-            let _ = cache.acquire(&p);
-            let _ = cache.created(&p, Ok(token(name, 0, 1_000_000, 2_000_000)), 0, 0.0);
+            install(&mut cache, &p, token(name, 0, 1_000_000, 2_000_000), 0);
         }
         assert!(matches!(
             cache.revoke(&Principal::user("b")),
@@ -576,6 +655,95 @@ mod tests {
         assert_eq!(cache.revoke(&Principal::user("b")), None);
         assert_eq!(cache.drain().len(), 2);
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_token_created_after_its_principal_was_revoked_is_expired_not_installed() {
+        let mut cache = UpstreamTokens::new(policy());
+        let alice = Principal::user("alice");
+        let first = must_create(&mut cache, &alice);
+        assert_eq!(cache.revoke(&alice), None, "nothing to expire yet");
+        // A new session of alice (new credential) starts its own creation meanwhile.
+        let second = must_create(&mut cache, &alice);
+        let orphan = cache.created(&alice, first, Ok(token("t1", 0, 10_000, 30_000)), 0, 0.0);
+        assert!(
+            matches!(&orphan, Some(Work::Expire { token, reason: ExpireReason::Revoked, .. }) if token.token_id == "t1"),
+            "{orphan:?}"
+        );
+        assert_eq!(
+            cache.acquire(&alice),
+            Acquire::Wait,
+            "the second is still in flight"
+        );
+        assert_eq!(
+            cache.created(&alice, second, Ok(token("t2", 0, 10_000, 30_000)), 0, 0.0),
+            None
+        );
+        assert_eq!(
+            cache.current(&alice).map(|t| t.token_id.clone()),
+            Some("t2".into())
+        );
+    }
+
+    #[test]
+    fn a_replacement_in_flight_when_revoked_is_expired_when_it_arrives() {
+        let mut cache = UpstreamTokens::new(policy());
+        let alice = Principal::user("alice");
+        install(&mut cache, &alice, token("t1", 0, 30_000, 30_000), 0);
+        let _ = cache.acquire(&alice);
+        let work = cache.poll(30_000);
+        let [Work::Create { id, .. }] = &work[..] else {
+            panic!("expected a replacement, got {work:?}");
+        };
+        assert!(matches!(
+            cache.revoke(&alice),
+            Some(Work::Expire { reason: ExpireReason::Revoked, token, .. }) if token.token_id == "t1"
+        ));
+        let late = cache.created(&alice, *id, Ok(token("t2", 0, 60_000, 60_000)), 30_000, 0.0);
+        assert!(matches!(
+            late,
+            Some(Work::Expire { reason: ExpireReason::Revoked, token, .. }) if token.token_id == "t2"
+        ));
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn after_the_drain_nothing_is_created_and_late_tokens_are_expired() {
+        let mut cache = UpstreamTokens::new(policy());
+        let (alice, bob) = (Principal::user("alice"), Principal::user("bob"));
+        install(&mut cache, &alice, token("t1", 0, 30_000, 30_000), 0);
+        let _ = cache.acquire(&alice);
+        let bobs = must_create(&mut cache, &bob);
+        let work = cache.poll(30_000);
+        let [Work::Create {
+            id: replacement, ..
+        }] = &work[..]
+        else {
+            panic!("expected a replacement, got {work:?}");
+        };
+        let drained = cache.drain();
+        assert!(
+            matches!(&drained[..], [Work::Expire { reason: ExpireReason::Shutdown, token, .. }] if token.token_id == "t1"),
+            "{drained:?}"
+        );
+        assert!(cache.is_closed());
+        assert_eq!(cache.acquire(&Principal::user("carol")), Acquire::Closed);
+        for (principal, id, name) in [(&alice, *replacement, "t2"), (&bob, bobs, "b1")] {
+            let late = cache.created(
+                principal,
+                id,
+                Ok(token(name, 0, 60_000, 60_000)),
+                30_000,
+                0.0,
+            );
+            assert!(
+                matches!(&late, Some(Work::Expire { reason: ExpireReason::Shutdown, token, .. }) if token.token_id == name),
+                "{late:?}"
+            );
+        }
+        assert!(cache.is_empty());
+        // A failed creation after the drain has nothing to expire.
+        assert_eq!(cache.created(&bob, bobs, Err(()), 30_000, 0.0), None);
     }
 
     #[test]
