@@ -150,6 +150,31 @@ pub struct AuthorizerSettings {
     /// configuration reload): an authorizer that reads its super users from here applies a
     /// reload to every decision after it.
     pub live_super_users: Option<LiveSuperUsers>,
+    /// The same for `allow_everyone_if_no_acl_found`.
+    pub live_allow_everyone: Option<LiveAllowEveryone>,
+}
+
+/// `[authorizer] allow_everyone_if_no_acl_found`, shared like [`LiveSuperUsers`]: the host sets
+/// it on a reload, the authorizer reads it on each decision that found no ACL at all.
+#[derive(Clone, Debug, Default)]
+pub struct LiveAllowEveryone(Arc<std::sync::atomic::AtomicBool>);
+
+impl LiveAllowEveryone {
+    /// A handle holding `allow`.
+    pub fn new(allow: bool) -> Self {
+        Self(Arc::new(std::sync::atomic::AtomicBool::new(allow)))
+    }
+
+    /// The setting now.
+    pub fn get(&self) -> bool {
+        // A lone flag, ordering nothing else: a decision racing a reload may see either value.
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets it for every decision after this call.
+    pub fn set(&self, allow: bool) {
+        self.0.store(allow, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// `[authorizer] super_users`, shared between the host (which replaces them when its
@@ -183,7 +208,14 @@ impl AuthorizerSettings {
             allow_everyone_if_no_acl_found,
             events: None,
             live_super_users: None,
+            live_allow_everyone: None,
         }
+    }
+
+    /// Shares `allow_everyone_if_no_acl_found` through `live`, which the host may change later.
+    pub fn with_live_allow_everyone(mut self, live: LiveAllowEveryone) -> Self {
+        self.live_allow_everyone = Some(live);
+        self
     }
 
     /// Shares `super_users` through `live`, which the host may replace later.

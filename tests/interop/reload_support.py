@@ -35,6 +35,7 @@ class Settings:
     key_file: Path | None = None  # overrides tls.server_key
     reauth_ms: int = 0
     super_users: list[str] | None = None  # None: no [authorizer]
+    allow_everyone: bool = False  # [authorizer] allow_everyone_if_no_acl_found
     extra_listener: str = ""  # raw TOML lines added to [listener]
     address_port: int | None = None  # overrides the listener port in the file only
     tail: str = ""  # raw TOML appended at the end
@@ -99,7 +100,10 @@ class ReloadNode:
         if s.upstream_tls is not None:
             lines += ["[upstream.tls]"] + [f"{k} = {toml_value(v)}" for k, v in s.upstream_tls.items()] + [""]
         if s.super_users is not None:
-            lines += ["[authorizer]", 'plugin = "acl"', f"super_users = {toml_value(s.super_users)}", ""]
+            lines += ["[authorizer]", 'plugin = "acl"', f"super_users = {toml_value(s.super_users)}"]
+            if s.allow_everyone:
+                lines.append("allow_everyone_if_no_acl_found = true")
+            lines.append("")
         lines += ["[telemetry]", f"prometheus_address = {toml_value(self.metrics.address)}", ""]
         return "\n".join(lines) + s.tail
 

@@ -241,6 +241,34 @@ def test_a_super_user_added_by_reload_is_one_for_a_new_connection(launcher, uniq
     assert confluent_consume(carol, topic, unique("reload-super-group"), len(sent)) == sent
 
 
+def test_allow_everyone_if_no_acl_found_changed_by_reload_applies_to_the_next_request(launcher, unique):
+    """Kafka's `allow.everyone.if.no.acl.found` switched on and off again by SIGHUP: carol, who has
+    no ACL, is refused a topic that has none, then allowed it on the connection she already has,
+    then refused again."""
+    node = ReloadNode(launcher, unique("reload-everyone"), Settings(super_users=["User:alice"]))
+    gw = node.gateway()
+    alice = confluent_conf(gw, "SCRAM-SHA-512", *gw.user("alice"))  # a super user
+    topic = unique("reload-everyone")
+    confluent_create_topic(alice, topic, partitions=1)
+    carol = Producer({**confluent_conf(gw, "SCRAM-SHA-512", *gw.user("carol")),
+                      "message.timeout.ms": 10000, "retries": 0})
+
+    def produce() -> str:
+        out: list[str] = []
+        carol.produce(topic, b"v", on_delivery=lambda err, msg: out.append(err.name() if err else "ok"))
+        carol.flush(15)
+        return out[0] if out else "no-delivery-report"
+
+    assert produce() == "TOPIC_AUTHORIZATION_FAILED"
+    for allow, expected in ((True, "ok"), (False, "TOPIC_AUTHORIZATION_FAILED")):
+        before = node.reloads("applied")
+        node.write(Settings(super_users=["User:alice"], allow_everyone=allow))
+        node.sighup()
+        wait_for(lambda: node.reloads("applied") > before, 10, "the reload")
+        assert produce() == expected, allow
+    carol.flush(5)
+
+
 def test_cluster_status_shows_each_nodes_config_fingerprint(launcher, run_dir, unique):
     """Two nodes of one kafka-store cluster with the same shared configuration show the same
     fingerprint; a reload of one of them shows as drift, and the same reload of the other ends it."""

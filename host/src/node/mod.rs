@@ -40,7 +40,7 @@ use portcullis::forwarding::ForwardingPolicy;
 use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
 use portcullis::reauth::ReauthScheduler;
-use portcullis::registry::{self, LiveSuperUsers};
+use portcullis::registry::{self, LiveAllowEveryone, LiveSuperUsers};
 use portcullis::sasl::SaslMechanism;
 use portcullis::tokens::TokenManager;
 
@@ -105,6 +105,9 @@ pub struct Node {
     pub oauth: Option<crate::oauth::OAuthBearer>,
     /// `[authorizer] super_users` as the built-in authorizer reads them; a reload replaces them.
     pub super_users: LiveSuperUsers,
+    /// `[authorizer] allow_everyone_if_no_acl_found` as the built-in authorizer reads it; a
+    /// reload changes it.
+    pub allow_everyone: LiveAllowEveryone,
     /// The audit log (`[audit] file`): authorization decisions and configuration reloads.
     pub audit: Option<Arc<dyn AuditSink>>,
     /// The built-in authorizer the node started with, by name, as built (before screening and
@@ -176,13 +179,19 @@ impl Node {
                 .map(|a| a.super_users.clone())
                 .unwrap_or_default(),
         );
+        let allow_everyone = LiveAllowEveryone::new(
+            config
+                .authorizer
+                .as_ref()
+                .is_some_and(|a| a.allow_everyone_if_no_acl_found),
+        );
         let authorizer = build_authorizer(
             &config,
             &context,
             &assembly,
             &store.shared(),
             &events,
-            &super_users,
+            (&super_users, &allow_everyone),
         )?;
         // The built-in authorizer (with its ACLs, replayed from the store now) is kept: a reload
         // that chooses a plugin and then this one again gets it back (`node::reloaded`).
@@ -309,6 +318,7 @@ impl Node {
             subscribers,
             oauth,
             super_users,
+            allow_everyone,
             audit,
             start_authorizer,
         })

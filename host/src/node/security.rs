@@ -13,7 +13,7 @@ use portcullis::local::delegation_tokens::DelegationTokenApis;
 use portcullis::local::scram_credentials::ScramCredentialsApi;
 use portcullis::local::LocalHandler;
 use portcullis::registry::{
-    self, AuthorizerInput, AuthorizerSettings, LiveSuperUsers, PluginInstance,
+    self, AuthorizerInput, AuthorizerSettings, LiveAllowEveryone, LiveSuperUsers, PluginInstance,
 };
 use portcullis::store::MetadataStore;
 use portcullis::tokens::{TokenConfig, TokenManager};
@@ -32,7 +32,7 @@ pub(super) fn build_authorizer(
     assembly: &Assembly,
     store: &Arc<dyn MetadataStore>,
     events: &EventBus,
-    super_users: &LiveSuperUsers,
+    (super_users, allow_everyone): (&LiveSuperUsers, &LiveAllowEveryone),
 ) -> Result<Option<Arc<dyn Authorizer>>, NodeError> {
     let Some(settings) = &config.authorizer else {
         return Ok(None);
@@ -44,7 +44,8 @@ pub(super) fn build_authorizer(
         settings.allow_everyone_if_no_acl_found,
     )
     .with_events(events.clone())
-    .with_live_super_users(super_users.clone());
+    .with_live_super_users(super_users.clone())
+    .with_live_allow_everyone(allow_everyone.clone());
     let built = choose(
         Choice {
             key: "authorizer.plugin",

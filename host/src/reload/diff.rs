@@ -32,7 +32,10 @@ const LIVE_WITHOUT_CLUSTER: &[&str] = &["authorizer.plugin", "principal.plugin"]
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
 /// settings once, when it is built).
-const LIVE_WITH_ACL: &[&str] = &["authorizer.super_users"];
+const LIVE_WITH_ACL: &[&str] = &[
+    "authorizer.super_users",
+    "authorizer.allow_everyone_if_no_acl_found",
+];
 
 /// Live (for new upstream connections) only with the file store: the `kafka` store's own
 /// clients keep the TLS files they were created with.
@@ -290,9 +293,19 @@ super_users = ["User:admin"]
             assert_eq!(effect_of(key, single), Effect::Live, "{key}");
             assert_eq!(effect_of(key, cluster), Effect::Restart, "{key}");
         }
-        // allow_everyone_if_no_acl_found is read once by the built-in authorizer.
+        // allow_everyone_if_no_acl_found: live while the built-in authorizer reads it.
         assert_eq!(
             effect_of("authorizer.allow_everyone_if_no_acl_found", single),
+            Effect::Live
+        );
+        assert_eq!(
+            effect_of(
+                "authorizer.allow_everyone_if_no_acl_found",
+                Context {
+                    acl: false,
+                    ..single
+                }
+            ),
             Effect::Restart
         );
         assert_eq!(

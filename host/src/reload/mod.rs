@@ -334,8 +334,11 @@ impl Reloader {
                 oauth_mechanism,
             )
             .map_err(Refusal::Mechanisms)?;
-        let super_users = match &new.authorizer {
-            Some(settings) if acl(&new) => Some(super_users::normalise(&settings.super_users)?),
+        let acl_settings = match &new.authorizer {
+            Some(settings) if acl(&new) => Some((
+                super_users::normalise(&settings.super_users)?,
+                settings.allow_everyone_if_no_acl_found,
+            )),
             _ => None,
         };
         let files = files::stamps(&files::tls_files(&new));
@@ -356,10 +359,12 @@ impl Reloader {
         }
         let services = Arc::new(services);
         // The last step that can fail builds the TLS acceptor (reading the files) and then
-        // publishes the whole snapshot; the super users follow (they cannot fail any more).
+        // publishes the whole snapshot; the built-in authorizer's settings follow (they cannot
+        // fail any more).
         self.listener.apply(&new, services)?;
-        if let Some(super_users) = super_users {
+        if let Some((super_users, allow_everyone)) = acl_settings {
             self.node.super_users.store(super_users);
+            self.node.allow_everyone.set(allow_everyone);
         }
         crate::telemetry::set_trace_sample_ratio(new.telemetry.trace_sample_ratio);
         let mut changed: Vec<String> = changes.into_iter().map(|c: Change| c.key).collect();

@@ -14,7 +14,7 @@ use portcullis::authorizer::{
 };
 use portcullis::events::{Event, EventBus};
 use portcullis::principal::Principal;
-use portcullis::registry::LiveSuperUsers;
+use portcullis::registry::{LiveAllowEveryone, LiveSuperUsers};
 use portcullis::store::{MetadataRecord, MetadataStore, StoreError};
 
 use crate::index::{Client, Index, Outcome};
@@ -97,7 +97,8 @@ impl From<super_users::InvalidSuperUser> for AclAuthorizerError {
 pub struct AclAuthorizer {
     /// Normalised (trimmed, no empty entries); shared with the host when it reloads them.
     super_users: LiveSuperUsers,
-    allow_everyone_if_no_acl_found: bool,
+    /// Shared with the host when it reloads it.
+    allow_everyone_if_no_acl_found: LiveAllowEveryone,
     index: Arc<ArcSwap<Index>>,
     store: Arc<dyn MetadataStore>,
     events: Arc<OnceLock<EventBus>>,
@@ -114,7 +115,7 @@ impl fmt::Debug for AclAuthorizer {
             .field("super_users", &*self.super_users.load())
             .field(
                 "allow_everyone_if_no_acl_found",
-                &self.allow_everyone_if_no_acl_found,
+                &self.allow_everyone_if_no_acl_found.get(),
             )
             .field("acls", &self.index.load().len())
             .finish_non_exhaustive()
@@ -173,7 +174,9 @@ impl AclAuthorizer {
         tracing::info!(acls = index.load().len(), "ACL authorizer loaded");
         Ok(Self {
             super_users: LiveSuperUsers::new(super_users),
-            allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
+            allow_everyone_if_no_acl_found: LiveAllowEveryone::new(
+                config.allow_everyone_if_no_acl_found,
+            ),
             index,
             store,
             events,
@@ -188,6 +191,14 @@ impl AclAuthorizer {
     pub fn with_live_super_users(mut self, live: LiveSuperUsers) -> Self {
         live.store(self.super_users.load().as_ref().clone());
         self.super_users = live;
+        self
+    }
+
+    /// Reads `allow_everyone_if_no_acl_found` from `live` from now on (the host may change it on
+    /// a reload); the value this authorizer was opened with goes into it first.
+    pub fn with_live_allow_everyone(mut self, live: LiveAllowEveryone) -> Self {
+        live.set(self.allow_everyone_if_no_acl_found.get());
+        self.allow_everyone_if_no_acl_found = live;
         self
     }
 
@@ -233,7 +244,7 @@ impl AclAuthorizer {
     ) -> Decision {
         match index.decide(client, operation, resource_type, name) {
             Outcome::Allow(..) => Decision::Allowed,
-            Outcome::NoAcls if self.allow_everyone_if_no_acl_found => Decision::Allowed,
+            Outcome::NoAcls if self.allow_everyone_if_no_acl_found.get() => Decision::Allowed,
             Outcome::Deny(..) | Outcome::NoMatch | Outcome::NoAcls => Decision::Denied,
         }
     }
@@ -258,7 +269,7 @@ impl AclAuthorizer {
         let (decision, rule) = match outcome {
             Outcome::Deny(acls, i) => (Decision::Denied, matching(acls.binding(i))),
             Outcome::Allow(acls, i) => (Decision::Allowed, matching(acls.binding(i))),
-            Outcome::NoAcls if self.allow_everyone_if_no_acl_found => {
+            Outcome::NoAcls if self.allow_everyone_if_no_acl_found.get() => {
                 (Decision::Allowed, DecidingRule::DefaultAllow)
             }
             Outcome::NoMatch | Outcome::NoAcls => (Decision::Denied, DecidingRule::DefaultDeny),

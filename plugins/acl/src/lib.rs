@@ -53,6 +53,9 @@ fn build(input: &AuthorizerInput<'_>) -> Result<Arc<dyn Authorizer>, PluginError
     if let Some(live) = &settings.live_super_users {
         authorizer = authorizer.with_live_super_users(live.clone());
     }
+    if let Some(live) = &settings.live_allow_everyone {
+        authorizer = authorizer.with_live_allow_everyone(live.clone());
+    }
     Ok(Arc::new(authorizer))
 }
 

@@ -248,6 +248,25 @@ fn allow_everyone_only_when_no_acl_at_all_applies() {
 }
 
 #[test]
+fn allow_everyone_read_from_a_live_handle_follows_it() {
+    let common::Fixture { dir, authorizer } = fixture(&[], false);
+    let live = portcullis::registry::LiveAllowEveryone::new(true);
+    let f = common::Fixture {
+        dir,
+        authorizer: authorizer.with_live_allow_everyone(live.clone()),
+    };
+    assert!(
+        !live.get(),
+        "the authorizer's own setting goes into the handle first"
+    );
+    assert!(!f.allowed("User:x", LOCAL, Op::Read, Rt::Topic, "open"));
+    live.set(true);
+    assert!(f.allowed("User:x", LOCAL, Op::Read, Rt::Topic, "open"));
+    live.set(false);
+    assert!(!f.allowed("User:x", LOCAL, Op::Read, Rt::Topic, "open"));
+}
+
+#[test]
 fn user_resource_tokens_and_delegation_token_resource() {
     let f = fixture(&[], false);
     f.add(&[
