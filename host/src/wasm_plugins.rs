@@ -38,17 +38,28 @@ pub(crate) fn load_components(
     context: &HostContext,
     report: &mut PluginLoadReport,
 ) {
-    let files = match component_files(dir) {
-        Ok(files) if files.is_empty() => return,
-        Ok(files) => files,
-        Err(error) => {
-            report.refused.push(RefusedPlugin {
-                path: dir.to_owned(),
-                reason: RefusalReason::ReadDir(error),
-            });
-            return;
-        }
-    };
+    match component_files(dir) {
+        Ok(files) => load_component_files(dir, &files, tables, context, report),
+        Err(error) => report.refused.push(RefusedPlugin {
+            path: dir.to_owned(),
+            reason: RefusalReason::ReadDir(error),
+        }),
+    }
+}
+
+/// Loads the components `files` of the plugin directory `dir` into `report` (a reload passes
+/// the new and changed ones). Unlike a native library, a component needs no private copy: its
+/// bytes are read once and compiled, so a file replaced later changes nothing that runs.
+pub(crate) fn load_component_files(
+    dir: &Path,
+    files: &[PathBuf],
+    tables: &PluginTables,
+    context: &HostContext,
+    report: &mut PluginLoadReport,
+) {
+    if files.is_empty() {
+        return;
+    }
     let runtime = match WasmRuntime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -57,7 +68,7 @@ pub(crate) fn load_components(
         }
     };
     for path in files {
-        load_one(&runtime, path, tables, context, report);
+        load_one(&runtime, path.clone(), tables, context, report);
     }
 }
 
@@ -158,7 +169,7 @@ fn refuse(report: &mut PluginLoadReport, path: PathBuf, reason: RefusalReason) {
 }
 
 /// The `*.wasm` files of `dir`, sorted (a missing directory has none).
-fn component_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn component_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

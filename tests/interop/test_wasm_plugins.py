@@ -4,7 +4,9 @@ file; the node starts anyway); a real client (kafka-python) authenticates with t
 `PORTCULLIS-DEMO` mechanism and is authorized by the WASM prefix authorizer, producing and
 consuming through Portcullis to Kafka. A second node's components misbehave on purpose — an
 authorizer that loops forever, a mechanism that traps — and each such call fails closed
-(TOPIC_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED) while the node keeps serving."""
+(TOPIC_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED) while the node keeps serving. A third
+gets a component dropped into its plugin directory after start, chosen by a reload, then replaced
+by other content."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from kafka.sasl import register_sasl_mechanism
 
 from clients import CaptureErrors
 from conftest import PORTCULLIS_USERS, target
+from reload_support import ReloadNode, Settings
 from test_plugin_kinds import produce_outcome, start_node
 from test_plugin_mechanism import DemoMechanism
+from test_reload_authorizer import create_topics, prefix_settings, produces
 
 pytestmark = pytest.mark.skipif(target() != "portcullis", reason="Portcullis-only: its plugin directory")
 
@@ -156,3 +160,39 @@ def test_misbehaving_components_fail_closed_and_the_node_keeps_serving(launcher,
     assert any("while stepping an exchange" in line and "trap" in line for line in failures), failures[-5:]
     # The component's input (the user name, the token) is never logged.
     assert not any("mallory" in line for line in failures), failures[-5:]
+
+
+def put(plugins: Path, name: str, source: Path) -> None:
+    """`source` put into the plugin directory as `name` in one rename, as an operator's tooling would."""
+    tmp = plugins / (name + ".tmp")
+    shutil.copy(source, tmp)
+    os.replace(tmp, plugins / name)
+
+
+def test_a_component_dropped_in_after_start_is_chosen_by_reload_and_its_new_content_by_the_next(
+        launcher, kafka_env, unique):
+    built = built_components()
+    node = ReloadNode(launcher, unique("wasm-reload"), Settings(super_users=["User:carol"]))
+    plugins = node.process.workdir / "plugins"
+    own = f"alice.{unique('t')}"
+    create_topics(kafka_env, own)
+    assert not produces(node, "alice", own), "acl, with no ACL for alice"
+
+    put(plugins, "prefix-authorizer.wasm", built / "wasm_authorizer.wasm")
+    node.write(prefix_settings("."))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "prefix-authorizer.wasm (loaded)" in r.stdout and "authorizer.plugin" in r.stdout, r.stdout
+    assert produces(node, "alice", own)
+
+    # The same name, other content (an authorizer that loops on every topic but `ok.*` until its
+    # fuel runs out): the next connection is decided by it, and fails closed.
+    put(plugins, "prefix-authorizer.wasm", built / "wasm_misbehaving_authorizer.wasm")
+    looping = prefix_settings(".")
+    looping.tail += 'mode = "loop"\n'
+    node.write(looping)
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "prefix-authorizer.wasm (loaded)" in r.stdout, r.stdout
+    assert not produces(node, "alice", own)
+    assert "wasm plugin failed closed" in node.process.log_tail(400)

@@ -17,6 +17,11 @@
 //! the pages of a library in use. Libraries are never unloaded (`plugin_loader::open_forever`):
 //! the old content of a changed file stays mapped for the connections still using its plugins,
 //! and new connections get the new one.
+//!
+//! WASM components (`*.wasm`) follow the same rules — new, changed, or providing a renewable
+//! plugin whose table changed: loaded — without the private copy: a component's bytes are read
+//! once and compiled, so the file can change under it; the old component's instances live on in
+//! the connections that hold them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,7 @@ use crate::config::Config;
 use crate::plugin_config::PluginTables;
 use crate::plugin_loader::{library_files, load_library_files, PluginLoadReport};
 use crate::services::HostContext;
+use crate::wasm_plugins::{component_files, load_component_files};
 
 /// The directory under `node.data_dir` holding the private copies.
 const COPIES: &str = "plugins-loaded";
@@ -76,7 +82,7 @@ pub enum PluginRefusal {
 /// The libraries of the plugin directory as last applied, and the plugins reloads loaded.
 #[derive(Debug, Default)]
 pub struct PluginFiles {
-    /// Each library's path and content hash.
+    /// Each library's and component's path and content hash.
     known: BTreeMap<PathBuf, [u8; 32]>,
     /// Plugins loaded by reloads (the newest content of each library), under the original path.
     loaded: PluginLoadReport,
@@ -100,15 +106,16 @@ impl Scan {
 }
 
 impl PluginFiles {
-    /// The libraries in `config`'s plugin directory now (as the node loaded them at start).
+    /// The libraries and components in `config`'s plugin directory now (as the node loaded them
+    /// at start).
     pub fn at_start(config: &Config) -> Self {
-        let known = config
-            .plugins
-            .dir
-            .as_deref()
-            .and_then(|dir| library_files(dir).ok())
+        let dir = config.plugins.dir.as_deref();
+        let libraries = dir.and_then(|dir| library_files(dir).ok());
+        let components = dir.and_then(|dir| component_files(dir).ok());
+        let known = libraries
             .unwrap_or_default()
             .into_iter()
+            .chain(components.unwrap_or_default())
             .filter_map(|path| hash(&path).map(|h| (path, h)))
             .collect();
         Self {
@@ -150,15 +157,14 @@ impl PluginFiles {
         let Some(dir) = config.plugins.dir.as_deref() else {
             return Ok(Scan::default());
         };
+        let read_dir_failed = |source| PluginRefusal::ReadDir {
+            dir: dir.to_owned(),
+            source,
+        };
         let paths = match library_files(dir) {
             Ok(paths) => paths,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                return Err(PluginRefusal::ReadDir {
-                    dir: dir.to_owned(),
-                    source,
-                })
-            }
+            Err(source) => return Err(read_dir_failed(source)),
         };
         let mut scan = Scan::default();
         let mut to_load = Vec::new();
@@ -182,6 +188,19 @@ impl PluginFiles {
             scan.known.insert(path, h);
         }
         scan.report = load_library_files(&to_load, tables, context);
+        let mut components = Vec::new();
+        for path in component_files(dir).map_err(read_dir_failed)? {
+            let Some(h) = hash(&path) else { continue };
+            if self.known.get(&path) != Some(&h)
+                || provides(&self.loaded, &path, retabled, renewable)
+                || provides(started, &path, retabled, renewable)
+            {
+                components.push(path.clone());
+                scan.files.push(path.clone());
+            }
+            scan.known.insert(path, h);
+        }
+        load_component_files(dir, &components, tables, context, &mut scan.report);
         if let Some(refused) = scan.report.refused.first() {
             return Err(PluginRefusal::Refused {
                 file: refused.path.clone(),
