@@ -122,6 +122,14 @@ fn load_one(
                 PluginKind::SaslMechanism,
                 Ok(PluginInstance::SaslMechanism(m)),
             ),
+            WasmPlugin::PrincipalBuilder(b) => (
+                PluginKind::PrincipalBuilder,
+                Ok(PluginInstance::PrincipalBuilder(b)),
+            ),
+            WasmPlugin::EventSubscriber(s) => (
+                PluginKind::EventSubscriber,
+                Ok(PluginInstance::EventSubscriber(s)),
+            ),
             other => {
                 let message = format!("unsupported kind {other:?}");
                 (
@@ -135,6 +143,8 @@ fn load_one(
         Err(WasmError::Refused { kind, message, .. }) => {
             let kind = match kind {
                 WasmKind::SaslMechanism => PluginKind::SaslMechanism,
+                WasmKind::PrincipalBuilder => PluginKind::PrincipalBuilder,
+                WasmKind::EventSubscriber => PluginKind::EventSubscriber,
                 _ => PluginKind::Authorizer,
             };
             (kind, Err(PluginConfigError::other(&name, message)))

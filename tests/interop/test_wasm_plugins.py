@@ -4,9 +4,10 @@ file; the node starts anyway); a real client (kafka-python) authenticates with t
 `PORTCULLIS-DEMO` mechanism and is authorized by the WASM prefix authorizer, producing and
 consuming through Portcullis to Kafka. A second node's components misbehave on purpose — an
 authorizer that loops forever, a mechanism that traps — and each such call fails closed
-(TOPIC_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED) while the node keeps serving. A third
-gets a component dropped into its plugin directory after start, chosen by a reload, then replaced
-by other content."""
+(TOPIC_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED) while the node keeps serving. Another
+maps principals with a component principal builder and logs every event with a component event
+subscriber. A last one gets a component dropped into its plugin directory after start, chosen by
+a reload, then replaced by other content."""
 
 from __future__ import annotations
 
@@ -196,3 +197,28 @@ def test_a_component_dropped_in_after_start_is_chosen_by_reload_and_its_new_cont
     assert "prefix-authorizer.wasm (loaded)" in r.stdout, r.stdout
     assert not produces(node, "alice", own)
     assert "wasm plugin failed closed" in node.process.log_tail(400)
+
+
+def test_a_wasm_principal_builder_names_the_session_and_a_wasm_subscriber_sees_its_events(launcher, unique):
+    """principal-mapping.wasm upper-cases names and refuses carol; event-log.wasm logs each event.
+    alice is a super user only as `User:ALICE` (the `acl` authorizer has no ACL at all)."""
+    p = wasm_node(launcher, "wasm-principal-events",
+                  {"principal-mapping": "wasm_principal_mapping", "event-log": "wasm_event_log"},
+                  '[principal]\nplugin = "principal-mapping"\n\n'
+                  '[plugins.config.principal-mapping]\ncase = "upper"\nrefuse = ["carol"]\n\n'
+                  '[[events.subscribers]]\nplugin = "event-log"\n\n'
+                  '[authorizer]\nplugin = "acl"\nsuper_users = ["User:ALICE"]\n',
+                  [])
+
+    def conf(user: str) -> dict:
+        return {"bootstrap.servers": p.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
+                "sasl.password": PORTCULLIS_USERS[user], "log_level": 3}
+
+    assert produce_outcome(conf("alice"), unique("wasm-mapped")) == (5, [])
+    delivered, errors = produce_outcome(conf("carol"), unique("wasm-refused"), n=1, timeout=10)
+    assert delivered == 0 and errors, "carol has no principal"
+    log = p.log_path.read_text(errors="replace")
+    assert "event session-authenticated User:ALICE SCRAM-SHA-512 127.0.0.1" in log, p.log_tail(30)
+    assert "event authentication-failed SCRAM-SHA-512 127.0.0.1" in log, p.log_tail(30)
+    assert "User:alice" not in log.split("event session-authenticated", 1)[1], "alice was never User:alice"

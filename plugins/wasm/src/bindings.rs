@@ -14,4 +14,26 @@ pub(crate) mod mechanism {
         },
     });
 }
+/// `principal-builder-plugin`, reusing the authorizer world's `types` and `host`.
+pub(crate) mod principal {
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "principal-builder-plugin",
+        with: {
+            "portcullis:plugin/host": super::authorizer::portcullis::plugin::host,
+            "portcullis:plugin/types": super::authorizer::portcullis::plugin::types,
+        },
+    });
+}
+/// `event-subscriber-plugin`, reusing the authorizer world's `types` and `host`.
+pub(crate) mod events {
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "event-subscriber-plugin",
+        with: {
+            "portcullis:plugin/host": super::authorizer::portcullis::plugin::host,
+            "portcullis:plugin/types": super::authorizer::portcullis::plugin::types,
+        },
+    });
+}
 pub(crate) use authorizer::portcullis::plugin::{host, types};

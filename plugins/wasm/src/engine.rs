@@ -17,8 +17,22 @@ use crate::WasmKind;
 /// to learn anything about the gateway (a fresh random per call, from std's own hasher keys).
 const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
 
-const AUTHORIZER_EXPORT: &str = "portcullis:plugin/authorizer@0.1.0";
-const MECHANISM_EXPORT: &str = "portcullis:plugin/sasl-mechanism@0.1.0";
+/// Each plugin kind's interface, as a component exports it.
+const KIND_EXPORTS: [(&str, WasmKind); 4] = [
+    ("portcullis:plugin/authorizer@0.1.0", WasmKind::Authorizer),
+    (
+        "portcullis:plugin/sasl-mechanism@0.1.0",
+        WasmKind::SaslMechanism,
+    ),
+    (
+        "portcullis:plugin/principal-builder@0.1.0",
+        WasmKind::PrincipalBuilder,
+    ),
+    (
+        "portcullis:plugin/event-subscriber@0.1.0",
+        WasmKind::EventSubscriber,
+    ),
+];
 
 /// Compiles and links components. Cheap to clone (the engine is shared).
 #[derive(Clone)]
@@ -73,12 +87,15 @@ impl WasmRuntime {
             .exports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let has = |wanted: &str| exports.iter().any(|e| e == wanted);
-        match (has(AUTHORIZER_EXPORT), has(MECHANISM_EXPORT)) {
-            (true, false) => Ok(WasmKind::Authorizer),
-            (false, true) => Ok(WasmKind::SaslMechanism),
-            (true, true) => Err(WasmError::TwoKinds { path: path() }),
-            (false, false) => Err(WasmError::NoPluginExport {
+        let kinds: Vec<WasmKind> = KIND_EXPORTS
+            .iter()
+            .filter(|(export, _)| exports.iter().any(|e| e == export))
+            .map(|(_, kind)| *kind)
+            .collect();
+        match kinds[..] {
+            [kind] => Ok(kind),
+            [_, _, ..] => Err(WasmError::TwoKinds { path: path() }),
+            [] => Err(WasmError::NoPluginExport {
                 path: path(),
                 exports: if exports.is_empty() {
                     "none".to_owned()

@@ -33,8 +33,8 @@ pub enum WasmError {
         /// What it exports instead.
         exports: String,
     },
-    /// The component exports both kinds; one component is one plugin.
-    #[error("the component exports both an authorizer and a SASL mechanism; one component is one plugin")]
+    /// The component exports more than one plugin kind; one component is one plugin.
+    #[error("the component exports more than one plugin kind (of authorizer, sasl-mechanism, principal-builder, event-subscriber); one component is one plugin")]
     TwoKinds {
         /// The file.
         path: PathBuf,

@@ -16,14 +16,18 @@ mod authorizer;
 mod bindings;
 mod engine;
 mod error;
+mod events;
 mod limits;
 mod mechanism;
 mod pool;
+mod principal;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use portcullis_plugin_api::authorizer::Authorizer;
+use portcullis_plugin_api::events::EventSubscriber;
+use portcullis_plugin_api::principal::PrincipalBuilder;
 use portcullis_plugin_api::sasl::SaslMechanism;
 use portcullis_plugin_api::Host;
 
@@ -46,6 +50,10 @@ pub enum WasmKind {
     Authorizer,
     /// `portcullis:plugin/sasl-mechanism`.
     SaslMechanism,
+    /// `portcullis:plugin/principal-builder`.
+    PrincipalBuilder,
+    /// `portcullis:plugin/event-subscriber`.
+    EventSubscriber,
 }
 
 /// A loaded component, as the plugin it implements.
@@ -56,6 +64,10 @@ pub enum WasmPlugin {
     Authorizer(Arc<dyn Authorizer>),
     /// It exports `portcullis:plugin/sasl-mechanism`.
     SaslMechanism(Arc<dyn SaslMechanism>),
+    /// It exports `portcullis:plugin/principal-builder`.
+    PrincipalBuilder(Arc<dyn PrincipalBuilder>),
+    /// It exports `portcullis:plugin/event-subscriber`.
+    EventSubscriber(Arc<dyn EventSubscriber>),
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -63,6 +75,8 @@ impl std::fmt::Debug for WasmPlugin {
         match self {
             WasmPlugin::Authorizer(_) => f.write_str("WasmPlugin::Authorizer"),
             WasmPlugin::SaslMechanism(m) => write!(f, "WasmPlugin::SaslMechanism({})", m.name()),
+            WasmPlugin::PrincipalBuilder(_) => f.write_str("WasmPlugin::PrincipalBuilder"),
+            WasmPlugin::EventSubscriber(_) => f.write_str("WasmPlugin::EventSubscriber"),
         }
     }
 }
@@ -115,6 +129,12 @@ pub fn load_component(
         )?)),
         WasmKind::SaslMechanism => WasmPlugin::SaslMechanism(Arc::new(
             mechanism::WasmMechanism::new(runtime, path, &component, setup)?,
+        )),
+        WasmKind::PrincipalBuilder => WasmPlugin::PrincipalBuilder(Arc::new(
+            principal::WasmPrincipalBuilder::new(runtime, path, &component, setup)?,
+        )),
+        WasmKind::EventSubscriber => WasmPlugin::EventSubscriber(Arc::new(
+            events::WasmEventSubscriber::new(runtime, path, &component, setup)?,
         )),
     };
     Ok(LoadedComponent { plugin, stats })

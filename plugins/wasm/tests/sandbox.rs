@@ -373,3 +373,130 @@ fn files_that_are_not_plugin_components_are_refused_with_the_reason() {
         "{empty_file:?}"
     );
 }
+
+/// Host services that keep what the plugin logs (the event-log component's output).
+#[derive(Default)]
+struct CapturedLog {
+    lines: std::sync::Mutex<Vec<String>>,
+}
+
+impl portcullis_plugin_api::host::HostServices for CapturedLog {
+    fn log(&self, _level: portcullis_plugin_api::Level, message: &str) {
+        self.lines.lock().unwrap().push(message.to_owned());
+    }
+    fn now_ms(&self) -> i64 {
+        0
+    }
+    fn credentials(&self) -> Arc<dyn portcullis_plugin_api::credentials::CredentialView> {
+        Host::detached().credentials()
+    }
+    fn tokens(&self) -> Arc<dyn portcullis_plugin_api::credentials::TokenView> {
+        Host::detached().tokens()
+    }
+    fn publish_metric(
+        &self,
+        _kind: portcullis_plugin_api::host::MetricKind,
+        _name: &str,
+        _value: f64,
+    ) {
+    }
+}
+
+#[test]
+fn the_principal_builder_maps_the_sasl_name_or_the_certificate_cn_and_refuses_listed_names() {
+    use portcullis_plugin_api::principal::{AuthenticationContext, PrincipalError, TlsPeer};
+    use portcullis_plugin_api::sasl::Authenticated;
+    let loaded = load(
+        "wasm_principal_mapping",
+        "principal-mapping",
+        "case = \"upper\"\ncertificate_cn = true\nrefuse = [\"mallory\"]\n",
+        &WasmLimits::default(),
+    )
+    .unwrap();
+    let WasmPlugin::PrincipalBuilder(builder) = &loaded.plugin else {
+        panic!("not a principal builder: {:?}", loaded.plugin);
+    };
+    let address = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let alice = Authenticated::new("alice");
+    let sasl = AuthenticationContext::sasl(&alice, "SCRAM-SHA-512", address, "client");
+    assert_eq!(builder.build(&sasl).unwrap(), Principal::user("ALICE"));
+    let peer = TlsPeer::new(vec![], Some("CN=svc-orders,OU=apps,O=example".into()));
+    let with_cert = sasl.clone().with_tls(Some(&peer));
+    assert_eq!(
+        builder.build(&with_cert).unwrap(),
+        Principal::user("SVC-ORDERS")
+    );
+    let mallory = Authenticated::new("mallory");
+    let refused = AuthenticationContext::sasl(&mallory, "PLAIN", address, "client");
+    assert_eq!(
+        builder.build(&refused),
+        Err(PrincipalError::NoRuleApplies {
+            name: "mallory".into()
+        })
+    );
+    // A table the component refuses refuses the plugin, with its message.
+    let error = load(
+        "wasm_principal_mapping",
+        "principal-mapping",
+        "case = \"title\"\n",
+        &WasmLimits::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        error.to_string().contains("not lower, upper or keep"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_event_subscriber_gets_each_event_as_the_wit_variant() {
+    use portcullis_plugin_api::credentials::CredentialId;
+    use portcullis_plugin_api::events::Event;
+    let captured = Arc::new(CapturedLog::default());
+    let path = components().join("wasm_event_log.wasm");
+    let loaded = load_component(
+        runtime(),
+        &path,
+        &std::fs::read(&path).unwrap(),
+        "event-log",
+        "",
+        &WasmLimits::default(),
+        Host::new(Arc::clone(&captured) as Arc<dyn portcullis_plugin_api::host::HostServices>),
+    )
+    .unwrap();
+    let WasmPlugin::EventSubscriber(subscriber) = &loaded.plugin else {
+        panic!("not an event subscriber: {:?}", loaded.plugin);
+    };
+    let address = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    subscriber.on_event(&Event::SessionAuthenticated {
+        principal: Principal::user("alice"),
+        mechanism: "SCRAM-SHA-512".into(),
+        client_address: address,
+        token_claims: None,
+    });
+    subscriber.on_event(&Event::AuthenticationFailed {
+        mechanism: None,
+        client_address: address,
+        reason: "Authentication failed".into(),
+    });
+    subscriber.on_event(&Event::AclsChanged {
+        created: 2,
+        deleted: 1,
+    });
+    subscriber.on_event(&Event::CredentialRevoked {
+        credential: CredentialId::Token {
+            token_id: "tok-1".into(),
+        },
+    });
+    assert_eq!(
+        *captured.lines.lock().unwrap(),
+        vec![
+            "event session-authenticated User:alice SCRAM-SHA-512 127.0.0.1",
+            "event authentication-failed - 127.0.0.1: Authentication failed",
+            "event acls-changed created=2 deleted=1",
+            "event credential-revoked token tok-1",
+        ]
+    );
+    assert_eq!(loaded.stats.failures(FailureKind::Trap), 0);
+}
