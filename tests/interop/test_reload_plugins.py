@@ -223,3 +223,64 @@ def test_a_broken_library_refuses_explicit_reloads_but_not_a_certificate_rotatio
     (plugins / "libjunk.so").unlink()
     r = node.reload()
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def auth_log_library() -> Path:
+    return demo.built_library("portcullis-example-auth-log", "portcullis_example_auth_log")
+
+
+def test_event_subscribers_change_by_reload_and_open_sessions_are_kept(launcher, unique):
+    """The auth-log subscriber's file changed by SIGHUP, then the subscriber removed by
+    `portcullis reload`: each login is logged where the configuration of its moment says (nothing
+    twice, nothing in the old file after the change), and a session opened before the first
+    reload is still answered after the last."""
+    from reauth_support import ReauthConn
+    from test_reload_authorizer import PASSWORDS, topic_error
+
+    name = unique("reload-events")
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(auth_log_library(), plugins / "libauthlog.so")
+    first, second = launcher.run_dir / f"{name}-first.jsonl", launcher.run_dir / f"{name}-second.jsonl"
+
+    def settings(path: Path | None) -> Settings:
+        tail = "" if path is None else (f'\n[[events.subscribers]]\nplugin = "auth-log"\n\n'
+                                        f'[plugins.config.auth-log]\npath = {json.dumps(str(path))}\n')
+        return Settings(tail=tail, plugin_dir=plugins, reauth_ms=60_000)
+
+    def logins(path: Path, user: str) -> int:
+        if not path.exists():
+            return 0
+        return sum(1 for line in path.read_text().splitlines()
+                   if json.loads(line).get("event") == "SessionAuthenticated"
+                   and json.loads(line).get("principal") == f"User:{user}")
+
+    def login(user: str) -> None:
+        assert metadata_ok(confluent_conf(node.gateway(), "SCRAM-SHA-512", user, PASSWORDS[user]))
+
+    node = ReloadNode(launcher, name, settings(first))
+    session = ReauthConn("127.0.0.1", node.process.listener_port)
+    try:
+        session.login_plain("alice", PASSWORDS["alice"])
+        wait_for(lambda: logins(first, "alice") >= 1, 15, "alice's session in the first file")
+
+        before = node.reloads("applied")
+        node.write(settings(second))
+        node.sighup()
+        wait_for(lambda: node.reloads("applied") > before, 15, "the reload")
+        login("carol")
+        wait_for(lambda: logins(second, "carol") >= 1, 15, "carol's login in the second file")
+        assert logins(first, "carol") == 0, "the replaced subscriber got an event after the reload"
+
+        node.write(settings(None))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "events.subscribers" in r.stdout, r.stdout
+        counted = logins(second, "carol")
+        login("carol")
+        time.sleep(1.5)
+        assert logins(second, "carol") == counted, "a removed subscriber still got events"
+        # The session from before the first reload was never closed.
+        assert topic_error(session, unique("any-topic")) in (0, 3)
+    finally:
+        session.close()

@@ -228,7 +228,8 @@ fn upstream_login(
     Ok(Some(Arc::new(ResolvedLogin::new(module))))
 }
 
-type Subscribers = Vec<(String, Arc<dyn EventSubscriber>, usize)>;
+/// Event subscribers by plugin name, with their queue capacities.
+pub type Subscribers = Vec<(String, Arc<dyn EventSubscriber>, usize)>;
 
 fn build_subscribers(
     config: &Config,
@@ -236,12 +237,30 @@ fn build_subscribers(
     plugins: &PluginLoadReport,
     tables: &PluginTables,
 ) -> Result<Subscribers, NodeError> {
+    build_subscribers_from(config, context, &[plugins], tables)
+}
+
+/// The configured subscribers, each a loaded plugin's instance from the first of `reports` that
+/// has one of its name (a reload passes its own first), or a built-in one built now.
+pub(super) fn build_subscribers_from(
+    config: &Config,
+    context: &HostContext,
+    reports: &[&PluginLoadReport],
+    tables: &PluginTables,
+) -> Result<Subscribers, NodeError> {
+    let empty = PluginLoadReport::default();
     config
         .events
         .subscribers
         .iter()
         .map(|subscriber| {
             let name = subscriber.plugin.as_str();
+            let plugins = reports
+                .iter()
+                .copied()
+                .find(|r| r.find(PluginKind::EventSubscriber, name).is_some())
+                .or(reports.last().copied())
+                .unwrap_or(&empty);
             let built = choose(
                 Choice {
                     key: "events.subscribers.plugin",

@@ -52,7 +52,7 @@ use portcullis_plugin_plain as _;
 use portcullis_plugin_scram as _;
 use portcullis_plugin_stores as _;
 
-pub use assemble::{assemble, Assembly};
+pub use assemble::{assemble, Assembly, Subscribers};
 pub use builtins::{builtin_mechanism_names, builtins};
 pub use error::NodeError;
 pub use reloaded::ReloadedSecurity;
@@ -60,7 +60,10 @@ pub use store::{kafka_store_settings, open_store, NodeStore};
 
 use crate::config::Config;
 use crate::plugin_loader::PluginLoadReport;
-use crate::services::{spawn_subscriber, HostContext, PluginStats, SubscriberStats};
+use crate::services::{
+    replace_subscribers, spawn_subscriber, HostContext, PluginStats, RunningSubscriber,
+    SubscriberStats,
+};
 use crate::store_writer::StoreWriter;
 use assemble::assemble_with;
 use oauth::oauth_enabled;
@@ -98,8 +101,8 @@ pub struct Node {
     pub plugins: PluginLoadReport,
     /// The services plugins got; plugin metrics and subscriber counts.
     pub context: HostContext,
-    /// The event subscribers' counts.
-    pub subscribers: Vec<SubscriberStats>,
+    /// The event subscribers the node runs; a reload replaces them.
+    subscribers: std::sync::Mutex<Vec<RunningSubscriber>>,
     /// OAUTHBEARER's validator and what keeps it working (its key set's refresher, on the
     /// OAuth runtime), when `listener.sasl_mechanisms` enables it.
     pub oauth: Option<crate::oauth::OAuthBearer>,
@@ -287,6 +290,7 @@ impl Node {
             })?;
             subscribers.push(counts);
         }
+        let subscribers = std::sync::Mutex::new(subscribers);
 
         crate::telemetry::metrics::record_node(&sessions, context.stats(), &assembly.plugins);
         let metrics = Arc::new(SecurityMetrics::with_recorder(
@@ -398,6 +402,55 @@ impl Node {
     pub fn policy_for(&self, config: &Config) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
         let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
         assemble::build_policy(config, &self.context, &self.plugins, &tables)
+    }
+
+    /// The running event subscribers' counts.
+    pub fn subscriber_stats(&self) -> Vec<SubscriberStats> {
+        self.running_subscribers()
+            .iter()
+            .map(|s| s.stats.clone())
+            .collect()
+    }
+
+    fn running_subscribers(&self) -> std::sync::MutexGuard<'_, Vec<RunningSubscriber>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks and builds the event subscribers `config` names, as at start (`reloaded`: the
+    /// reloads' plugins, newest first, ahead of those the node started with; a built-in one is
+    /// built with its table from `config`). Nothing runs yet: [`Node::run_subscribers`] starts
+    /// them.
+    ///
+    /// # Errors
+    /// [`NodeError`] as at start: an unknown name, a plugin's configuration refused.
+    pub fn subscribers_for(
+        &self,
+        config: &Config,
+        reloaded: &[&PluginLoadReport],
+    ) -> Result<assemble::Subscribers, NodeError> {
+        let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
+        let mut reports = reloaded.to_vec();
+        reports.push(&self.plugins);
+        assemble::build_subscribers_from(config, &self.context, &reports, &tables)
+    }
+
+    /// Replaces the running event subscribers with `new` in one step on the event bus (no event
+    /// lost or delivered twice); the old threads deliver what was queued for them, then end.
+    ///
+    /// # Errors
+    /// A thread cannot be started; the old subscribers keep running then.
+    pub fn run_subscribers(&self, new: assemble::Subscribers) -> Result<(), NodeError> {
+        let mut running = self.running_subscribers();
+        let started =
+            replace_subscribers(&self.services.events, &running, new, self.context.stats())
+                .map_err(|source| NodeError::Thread {
+                    what: "event subscribers".to_owned(),
+                    source,
+                })?;
+        *running = started;
+        Ok(())
     }
 
     /// The plugin metrics and subscriber counts.

@@ -23,6 +23,7 @@ const LIVE: &[&str] = &[
     "limits",
     "forwarding.deny_api_keys",
     "telemetry.trace_sample_ratio",
+    "events.subscribers",
 ];
 
 /// Live on a node of its own; in a cluster the inter-node listener (KIP-590 envelopes) keeps the
@@ -312,6 +313,8 @@ super_users = ["User:admin"]
             effect_of("telemetry.trace_sample_ratio", cluster),
             Effect::Live
         );
+        // Event subscribers run per node: replaced live on any node.
+        assert_eq!(effect_of("events.subscribers", cluster), Effect::Live);
         assert_eq!(
             effect_of("telemetry.otlp_endpoint", single),
             Effect::Restart

@@ -92,6 +92,9 @@ pub enum Refusal {
     /// The forwarding policy cannot be built with the new deny list.
     #[error("forwarding.deny_api_keys: {0}")]
     Policy(NodeError),
+    /// The event subscribers could not be built or started.
+    #[error("events.subscribers: {0}")]
+    Subscribers(NodeError),
     /// A super user is not `type:name`.
     #[error("authorizer.super_users: {0}")]
     SuperUsers(#[from] InvalidSuperUser),
@@ -253,7 +256,13 @@ impl Reloader {
         // decided: their configuration tables may change with them, and a plugin that refuses to
         // start refuses the reload. What they load stays mapped even when the reload is refused.
         let tables = PluginTables::new(&new.plugins)?;
-        let retabled = changed_tables(&running.config, &new);
+        let all_retabled = changed_tables(&running.config, &new);
+        // Only plugins the new configuration uses get a new instance for a new table: the table
+        // of a plugin nothing uses (maybe removed together with its use) changes nothing.
+        let used = used_plugins(&new);
+        let (retabled, unused_retabled): (Vec<String>, Vec<String>) = all_retabled
+            .into_iter()
+            .partition(|name| used.contains(name));
         // The certificate poll leaves the plugin directory alone: a library dropped there (maybe
         // a broken one) must not hold up a certificate rotation; SIGHUP and `portcullis reload`
         // look at it.
@@ -280,6 +289,12 @@ impl Reloader {
             .map(|f| f.name.to_owned())
             .filter(|name| retabled.contains(name))
             .collect();
+        // Built-in event subscribers are built again (with the new table) when the subscribers
+        // are replaced, which a change of their table does.
+        let builtin_subscribers: Vec<String> = portcullis::registry::event_subscribers()
+            .map(|f| f.name.to_owned())
+            .filter(|name| retabled.contains(name))
+            .collect();
         let mut renewed = scan.report.mechanism_names();
         renewed.extend(
             (scan.report.loaded.iter())
@@ -295,6 +310,8 @@ impl Reloader {
             .names()
             .filter(|name| renewed.iter().any(|m| m == name) || !provided_before(name))
             .chain(builtin_mechanisms.iter().map(String::as_str))
+            .chain(builtin_subscribers.iter().map(String::as_str))
+            .chain(unused_retabled.iter().map(String::as_str))
             .collect();
         diff::plugin_tables_live(&mut changes, &live_tables);
         let restart: Vec<String> = changes
@@ -341,6 +358,25 @@ impl Reloader {
             )),
             _ => None,
         };
+        // The event subscribers are replaced when their list changed, a built-in one's table
+        // changed, or this reload loaded a new instance of one (new library content or table).
+        let subscribers_renewed = changes.iter().any(|c| c.key == "events.subscribers")
+            || !builtin_subscribers.is_empty()
+            || new.events.subscribers.iter().any(|s| {
+                scan.report
+                    .find(portcullis::PluginKind::EventSubscriber, &s.plugin)
+                    .is_some()
+            });
+        let subscribers = if subscribers_renewed {
+            let reloaded = [&scan.report, running.plugins.reloaded()];
+            Some(
+                self.node
+                    .subscribers_for(&new, &reloaded)
+                    .map_err(Refusal::Subscribers)?,
+            )
+        } else {
+            None
+        };
         let files = files::stamps(&files::tls_files(&new));
         let mut services = current.with_enabled_mechanisms(mechanisms);
         if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
@@ -362,6 +398,13 @@ impl Reloader {
         // publishes the whole snapshot; the built-in authorizer's settings follow (they cannot
         // fail any more).
         self.listener.apply(&new, services)?;
+        if let Some(subscribers) = subscribers {
+            // Only a thread that cannot be started fails here; the old subscribers run on then,
+            // and the log says so (the rest of the reload is applied).
+            if let Err(error) = self.node.run_subscribers(subscribers) {
+                tracing::error!(%error, "the reloaded event subscribers could not be started; the previous ones keep running");
+            }
+        }
         if let Some((super_users, allow_everyone)) = acl_settings {
             self.node.super_users.store(super_users);
             self.node.allow_everyone.set(allow_everyone);
@@ -423,6 +466,17 @@ impl Reloader {
 }
 
 /// The plugin names whose `[plugins.config.NAME]` table differs between `old` and `new`.
+/// The plugin names `config` chooses, of every kind.
+fn used_plugins(config: &Config) -> Vec<String> {
+    let mut used = config.listener.sasl_mechanisms.clone();
+    used.extend(config.authorizer.iter().map(|a| a.plugin.clone()));
+    used.push(config.principal.plugin.clone());
+    used.push(config.forwarding.policy.clone());
+    used.extend(config.upstream.login.iter().map(|l| l.plugin.clone()));
+    used.extend(config.events.subscribers.iter().map(|s| s.plugin.clone()));
+    used
+}
+
 fn changed_tables(old: &Config, new: &Config) -> Vec<String> {
     let (a, b) = (&old.plugins.config, &new.plugins.config);
     a.keys()

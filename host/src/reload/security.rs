@@ -20,12 +20,13 @@ use crate::plugin_loader::PluginLoadReport;
 /// cluster.
 pub(super) fn renewable(cluster: bool) -> &'static [PluginKind] {
     if cluster {
-        &[PluginKind::SaslMechanism]
+        &[PluginKind::SaslMechanism, PluginKind::EventSubscriber]
     } else {
         &[
             PluginKind::SaslMechanism,
             PluginKind::Authorizer,
             PluginKind::PrincipalBuilder,
+            PluginKind::EventSubscriber,
         ]
     }
 }

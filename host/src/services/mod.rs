@@ -24,7 +24,7 @@ pub use background::{spawn_credential_refresh, spawn_token_sweep};
 pub use credential_admin::StoreCredentialAdmin;
 pub use plugin::HostContext;
 pub use stats::{PluginStats, SubscriberStats};
-pub use subscribers::spawn_subscriber;
+pub use subscribers::{replace_subscribers, spawn_subscriber, RunningSubscriber};
 
 pub use crate::clock::now_ms;
 

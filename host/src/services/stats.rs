@@ -119,6 +119,14 @@ impl PluginStats {
             .push(counts);
     }
 
+    /// Forgets the counts of a subscriber that was replaced.
+    pub(super) fn remove_subscriber(&self, counts: &SubscriberStats) {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|s| !Arc::ptr_eq(&s.delivered, &counts.delivered));
+    }
+
     /// Every subscriber's counts.
     pub fn subscribers(&self) -> Vec<SubscriberStats> {
         self.subscribers

@@ -61,13 +61,13 @@ fn a_slow_subscriber_loses_events_and_counts_them_but_never_blocks_publishing() 
         bus.publish(event(i));
     }
     assert_eq!(
-        counts.dropped.load(Ordering::Relaxed),
+        counts.stats.dropped.load(Ordering::Relaxed),
         196,
         "4 fit in its queue"
     );
     release.send(()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while counts.delivered.load(Ordering::Relaxed) < 5 {
+    while counts.stats.delivered.load(Ordering::Relaxed) < 5 {
         assert!(
             Instant::now() < deadline,
             "the queued events were not delivered"
@@ -102,11 +102,11 @@ fn a_panicking_subscriber_keeps_its_thread() {
         bus.publish(event(i));
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while counts.delivered.load(Ordering::Relaxed) < 3 {
+    while counts.stats.delivered.load(Ordering::Relaxed) < 3 {
         assert!(Instant::now() < deadline, "delivery stopped");
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(counts.failed.load(Ordering::Relaxed), 3);
+    assert_eq!(counts.stats.failed.load(Ordering::Relaxed), 3);
 }
 
 #[test]
@@ -148,4 +148,62 @@ fn an_unchanged_credential_needs_no_record() {
     }
     assert!(admin.records(&[upsert(b"salt-1")]).is_empty());
     assert_eq!(admin.records(&[upsert(b"salt-2")]).len(), 1);
+}
+
+/// Records every event it gets.
+#[derive(Default)]
+struct Records(Mutex<Vec<Event>>);
+
+impl EventSubscriber for Records {
+    fn on_event(&self, event: &Event) {
+        self.0.lock().unwrap().push(event.clone());
+    }
+}
+
+fn wait_for_count(records: &Records, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while records.0.lock().unwrap().len() < n {
+        assert!(Instant::now() < deadline, "not delivered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn replacing_subscribers_hands_each_event_to_the_old_set_or_the_new_one() {
+    let bus = EventBus::new();
+    let stats = PluginStats::default();
+    let old = Arc::new(Records::default());
+    let running = spawn_subscriber("old", old.clone(), &bus, 64, &stats).unwrap();
+    for i in 0..3 {
+        bus.publish(event(i));
+    }
+    let new = Arc::new(Records::default());
+    let started = replace_subscribers(
+        &bus,
+        &[running],
+        vec![(
+            "new".to_owned(),
+            new.clone() as Arc<dyn EventSubscriber>,
+            64,
+        )],
+        &stats,
+    )
+    .unwrap();
+    for i in 3..5 {
+        bus.publish(event(i));
+    }
+    wait_for_count(&old, 3);
+    wait_for_count(&new, 2);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        *old.0.lock().unwrap(),
+        (0..3).map(event).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        *new.0.lock().unwrap(),
+        (3..5).map(event).collect::<Vec<_>>()
+    );
+    let names: Vec<String> = stats.subscribers().into_iter().map(|s| s.plugin).collect();
+    assert_eq!(names, ["new"]);
+    assert_eq!(started.len(), 1);
 }
