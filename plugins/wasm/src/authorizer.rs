@@ -59,7 +59,13 @@ impl WasmAuthorizer {
         setup: Setup,
     ) -> Result<Self, WasmError> {
         // Type-checks every import and export against the world once, here.
-        let pre = runtime.prepare(path, component, WORLD, AuthorizerPluginPre::new)?;
+        let pre = runtime.prepare(
+            path,
+            component,
+            WORLD,
+            &setup.limits.grant,
+            AuthorizerPluginPre::new,
+        )?;
         let rule = DecidingRule::Plugin {
             plugin: Arc::clone(&setup.name),
         };

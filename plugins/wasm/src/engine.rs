@@ -8,6 +8,8 @@ use wasmtime::{Config, Engine};
 
 use crate::bindings;
 use crate::error::WasmError;
+use crate::grants;
+use crate::limits::WasiGrant;
 use crate::pool::State;
 use crate::WasmKind;
 
@@ -113,6 +115,7 @@ impl WasmRuntime {
         path: &Path,
         component: &Component,
         world: &'static str,
+        granted: &[WasiGrant],
         typed: impl FnOnce(InstancePre<State>) -> wasmtime::Result<T>,
     ) -> Result<T, WasmError> {
         let link_error = |e: wasmtime::Error| WasmError::Link {
@@ -120,18 +123,29 @@ impl WasmRuntime {
             world,
             message: format!("{e:#}"),
         };
-        let linker = self.linker(component).map_err(link_error)?;
+        let linker = self.linker(component, granted).map_err(link_error)?;
         let pre = linker.instantiate_pre(component).map_err(link_error)?;
         typed(pre).map_err(link_error)
     }
 
-    /// A linker for `component`: the `host` interface, and every other import (WASI, anything)
-    /// defined as a function that traps — the sandbox grants no file, socket, clock or
-    /// environment, and a component that reaches for one fails that call closed.
-    fn linker(&self, component: &Component) -> wasmtime::Result<Linker<State>> {
+    /// A linker for `component`: the `host` interface, the WASI interfaces `granted`, and every
+    /// other import (WASI, anything) defined as a function that traps — by default the sandbox
+    /// grants no file, socket, clock or environment, and a component that reaches for one fails
+    /// that call closed.
+    fn linker(
+        &self,
+        component: &Component,
+        granted: &[WasiGrant],
+    ) -> wasmtime::Result<Linker<State>> {
         let mut linker = Linker::new(&self.engine);
         bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
         self.grant_insecure_seed(component, &mut linker)?;
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        grants::link(&mut linker, &imports, granted)?;
         linker.define_unknown_imports_as_traps(component)?;
         Ok(linker)
     }

@@ -54,7 +54,13 @@ impl WasmEventSubscriber {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let pre = runtime.prepare(path, component, WORLD, EventSubscriberPluginPre::new)?;
+        let pre = runtime.prepare(
+            path,
+            component,
+            WORLD,
+            &setup.limits.grant,
+            EventSubscriberPluginPre::new,
+        )?;
         let pool = Pool::new(SubscriberPre(pre), runtime.engine().clone(), setup)?;
         Ok(Self { pool })
     }

@@ -2,8 +2,9 @@
 //! WIT package `portcullis:plugin` (`wit/plugin.wit`), run by wasmtime.
 //!
 //! A native plugin (the C ABI) runs with all of the gateway's privileges; a component runs in its
-//! own linear memory, sees only the values handed to it, gets no WASI (its WASI imports trap), and
-//! every call runs under a fuel budget and a memory cap (`[plugins.wasm.NAME]`, [`WasmLimits`]).
+//! own linear memory, sees only the values handed to it, gets no WASI beyond the clocks and random
+//! numbers it is granted (`grants.rs`; every other WASI import traps), and every call runs under a
+//! fuel budget and a memory cap (`[plugins.wasm.NAME]`, [`WasmLimits`]).
 //! A call that traps, runs out of fuel or hits the cap fails closed — the authorizer denies, the
 //! mechanism fails the authentication — is counted and logged, and its instance is discarded;
 //! the gateway carries on.
@@ -17,6 +18,7 @@ mod bindings;
 mod engine;
 mod error;
 mod events;
+mod grants;
 mod limits;
 mod mechanism;
 mod pool;
@@ -33,7 +35,7 @@ use portcullis_plugin_api::Host;
 
 pub use engine::WasmRuntime;
 pub use error::{FailureKind, WasmError};
-pub use limits::WasmLimits;
+pub use limits::{WasiGrant, WasmLimits};
 pub use pool::WasmStats;
 
 /// The file extension of a component in the plugin directory.

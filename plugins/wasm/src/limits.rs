@@ -1,4 +1,5 @@
-//! `[plugins.wasm.NAME]`: what one component may use per call.
+//! `[plugins.wasm.NAME]`: what one component may use per call, and what of the system it is
+//! granted.
 
 use serde::Deserialize;
 
@@ -19,6 +20,25 @@ pub struct WasmLimits {
     /// every call and every SASL exchange (no state survives a call, at the cost of an
     /// instantiation and `init` each time).
     pub max_idle_instances: usize,
+    /// The WASI interfaces granted beyond the sandbox's nothing (default: none). Files, sockets,
+    /// the environment and stdio are never granted (see [`WasiGrant`]).
+    pub grant: Vec<WasiGrant>,
+}
+
+/// A WASI interface a component may be granted (`grant = ["clocks", "random"]`). Each grants
+/// values only: reading a clock, drawing random bytes. What is deliberately not offered, and
+/// refused as an unknown grant: the filesystem, sockets, the environment and stdio — a plugin's
+/// data comes in its configuration table and its output goes through the host's `log`, so a
+/// component inside the security gateway never opens a file or a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WasiGrant {
+    /// `wasi:clocks/wall-clock` (`now`, `resolution`) and `wasi:clocks/monotonic-clock` (`now`,
+    /// `resolution`; waiting on a clock is not offered).
+    Clocks,
+    /// `wasi:random/random` (`get-random-bytes`, at most 64 KiB a call; `get-random-u64`) from
+    /// the operating system's secure source.
+    Random,
 }
 
 /// The largest `max_memory_bytes`: 4 GiB, wasm32's address space.
@@ -30,6 +50,7 @@ impl Default for WasmLimits {
             fuel_per_call: 10_000_000,
             max_memory_bytes: 16 << 20,
             max_idle_instances: 16,
+            grant: Vec::new(),
         }
     }
 }

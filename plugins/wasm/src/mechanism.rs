@@ -55,7 +55,13 @@ impl WasmMechanism {
         setup: Setup,
     ) -> Result<Self, WasmError> {
         // Type-checks every import and export against the world once, here.
-        let pre = runtime.prepare(path, component, WORLD, MechanismPluginPre::new)?;
+        let pre = runtime.prepare(
+            path,
+            component,
+            WORLD,
+            &setup.limits.grant,
+            MechanismPluginPre::new,
+        )?;
         let pool = Pool::new(MechanismPre(pre), runtime.engine().clone(), setup)?;
         Ok(Self {
             pool: Arc::new(pool),

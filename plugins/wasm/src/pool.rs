@@ -66,6 +66,13 @@ impl ResourceLimiter for Limiter {
     }
 }
 
+impl State {
+    /// The plugin's host services (the clock the `clocks` grant reads).
+    pub(crate) fn host(&self) -> &Host {
+        &self.host
+    }
+}
+
 impl types::Host for State {}
 
 impl wit_host::Host for State {

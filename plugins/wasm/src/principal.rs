@@ -52,7 +52,13 @@ impl WasmPrincipalBuilder {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let pre = runtime.prepare(path, component, WORLD, PrincipalBuilderPluginPre::new)?;
+        let pre = runtime.prepare(
+            path,
+            component,
+            WORLD,
+            &setup.limits.grant,
+            PrincipalBuilderPluginPre::new,
+        )?;
         let pool = Pool::new(PrincipalPre(pre), runtime.engine().clone(), setup)?;
         Ok(Self { pool })
     }

@@ -385,7 +385,7 @@ impl portcullis_plugin_api::host::HostServices for CapturedLog {
         self.lines.lock().unwrap().push(message.to_owned());
     }
     fn now_ms(&self) -> i64 {
-        0
+        1_767_225_600_000 // 2026-01-01
     }
     fn credentials(&self) -> Arc<dyn portcullis_plugin_api::credentials::CredentialView> {
         Host::detached().credentials()
@@ -499,4 +499,55 @@ fn the_event_subscriber_gets_each_event_as_the_wit_variant() {
         ]
     );
     assert_eq!(loaded.stats.failures(FailureKind::Trap), 0);
+}
+
+#[test]
+fn clocks_and_random_trap_unless_granted_and_work_when_granted() {
+    use portcullis_plugin_wasm::WasiGrant;
+    for (mode, grant) in [("clock", WasiGrant::Clocks), ("random", WasiGrant::Random)] {
+        for granted in [false, true] {
+            let limits = WasmLimits {
+                grant: if granted { vec![grant] } else { Vec::new() },
+                ..tight()
+            };
+            let path = components().join("wasm_misbehaving_authorizer.wasm");
+            let loaded = load_component(
+                runtime(),
+                &path,
+                &std::fs::read(&path).unwrap(),
+                "misbehaving",
+                &format!("mode = \"{mode}\"\n"),
+                &limits,
+                Host::new(Arc::new(CapturedLog::default())),
+            )
+            .unwrap();
+            let authorizer = authorizer(&loaded);
+            let got = decisions(&*authorizer, "alice", &["orders"]);
+            if granted {
+                assert_eq!(got[0].0, Decision::Allowed, "{mode} granted: {got:?}");
+                assert_eq!(loaded.stats.failures(FailureKind::Trap), 0, "{mode}");
+            } else {
+                assert_eq!(got[0], (Decision::Denied, DecidingRule::Failed), "{mode}");
+                assert_eq!(loaded.stats.failures(FailureKind::Trap), 1, "{mode}");
+            }
+        }
+    }
+}
+
+#[test]
+fn grants_beyond_clocks_and_random_are_refused_by_name() {
+    for (text, ok) in [
+        ("grant = [\"clocks\", \"random\"]", true),
+        ("grant = [\"filesystem\"]", false),
+        ("grant = [\"sockets\"]", false),
+    ] {
+        let parsed: Result<WasmLimits, _> = toml::from_str(text);
+        assert_eq!(parsed.is_ok(), ok, "{text}: {parsed:?}");
+        if let Err(e) = parsed {
+            assert!(
+                e.to_string().contains("expected `clocks` or `random`"),
+                "{e}"
+            );
+        }
+    }
 }

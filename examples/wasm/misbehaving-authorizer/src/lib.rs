@@ -4,7 +4,12 @@
 //! - `loop`: `authorize` never returns (only the fuel or the deadline stops it);
 //! - `grow`: `authorize` allocates until the memory cap refuses;
 //! - `short`: `authorize` answers fewer decisions than actions;
-//! - `allow`: everything is allowed (so a test sees the plugin is asked at all).
+//! - `allow`: everything is allowed (so a test sees the plugin is asked at all);
+//! - `clock`: reads the wall and monotonic clocks (WASI), and allows when the time is past 2020;
+//! - `random`: draws 32 random bytes (WASI), and allows when they are not all zero.
+//!
+//! `clock` and `random` reach for the system: they trap unless `[plugins.wasm.NAME] grant`
+//! names `clocks` / `random`.
 //!
 //! It misbehaves only on requests that name a topic outside `ok.*`; other requests (only `ok.*`
 //! topics, groups, the cluster) are allowed, so one instance answers some calls and fails others.
@@ -29,7 +34,7 @@ impl Guest for Misbehaving {
             .find_map(|line| line.trim().strip_prefix("mode = "))
             .map(|v| v.trim_matches('"').to_owned())
             .ok_or_else(|| "missing field `mode`".to_owned())?;
-        if !["trap", "loop", "grow", "short", "allow"].contains(&mode.as_str()) {
+        if !["trap", "loop", "grow", "short", "allow", "clock", "random"].contains(&mode.as_str()) {
             return Err(format!("mode: unknown mode {mode:?}"));
         }
         MODE.with(|m| *m.borrow_mut() = mode);
@@ -48,6 +53,8 @@ impl Guest for Misbehaving {
             "loop" => spin(),
             "grow" => grow(),
             "short" => Vec::new(),
+            "clock" => answer(&actions, past_2020()),
+            "random" => answer(&actions, random_nonzero()),
             _ => actions.iter().map(|_| Decision::Allowed).collect(),
         }
     }
@@ -59,6 +66,31 @@ impl Guest for Misbehaving {
     ) -> Decision {
         Decision::Allowed
     }
+}
+
+fn answer(actions: &[Action], allowed: bool) -> Vec<Decision> {
+    let decision = if allowed {
+        Decision::Allowed
+    } else {
+        Decision::Denied
+    };
+    actions.iter().map(|_| decision).collect()
+}
+
+/// `wasi:clocks/wall-clock` and `wasi:clocks/monotonic-clock`.
+fn past_2020() -> bool {
+    let started = std::time::Instant::now();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    now > 1_577_836_800 && started.elapsed().as_secs() < 60
+}
+
+/// `wasi:random/random`.
+fn random_nonzero() -> bool {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).is_ok() && bytes.iter().any(|b| *b != 0)
 }
 
 /// Loops forever without being optimised away.
