@@ -12,37 +12,23 @@ use portcullis_plugin_api::authorizer::{
 };
 use portcullis_plugin_api::principal::Principal;
 use wasmtime::component::Component;
-use wasmtime::Store;
 
 use crate::bindings::authorizer::exports::portcullis::plugin::authorizer as wit;
 use crate::bindings::authorizer::{AuthorizerPlugin, AuthorizerPluginPre};
 use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{Instantiate, Pool, Setup, State};
+use crate::pool::{world_pre, Pool, Setup, State};
 
 const WORLD: &str = "authorizer-plugin";
 
-pub(crate) struct AuthorizerPre(AuthorizerPluginPre<State>);
-
-impl Instantiate for AuthorizerPre {
-    const KIND: crate::WasmKind = crate::WasmKind::Authorizer;
-    type Bindings = AuthorizerPlugin;
-
-    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<AuthorizerPlugin> {
-        self.0.instantiate(store)
-    }
-
-    fn init(
-        bindings: &AuthorizerPlugin,
-        store: &mut Store<State>,
-        config: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings
-            .portcullis_plugin_authorizer()
-            .call_init(store, config)
-    }
-}
+world_pre!(
+    AuthorizerPre,
+    AuthorizerPluginPre<State>,
+    AuthorizerPlugin,
+    crate::WasmKind::Authorizer,
+    portcullis_plugin_authorizer
+);
 
 /// A component authorizer.
 pub(crate) struct WasmAuthorizer {

@@ -10,37 +10,23 @@ use portcullis_plugin_api::events::{Event, EventSubscriber};
 use portcullis_plugin_api::principal::Principal;
 use portcullis_plugin_api::sasl::TokenClaims;
 use wasmtime::component::Component;
-use wasmtime::Store;
 
 use crate::bindings::events::exports::portcullis::plugin::event_subscriber as wit;
 use crate::bindings::events::{EventSubscriberPlugin, EventSubscriberPluginPre};
 use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::WasmError;
-use crate::pool::{Instantiate, Pool, Setup, State};
+use crate::pool::{world_pre, Pool, Setup, State};
 
 const WORLD: &str = "event-subscriber-plugin";
 
-pub(crate) struct SubscriberPre(EventSubscriberPluginPre<State>);
-
-impl Instantiate for SubscriberPre {
-    const KIND: crate::WasmKind = crate::WasmKind::EventSubscriber;
-    type Bindings = EventSubscriberPlugin;
-
-    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<EventSubscriberPlugin> {
-        self.0.instantiate(store)
-    }
-
-    fn init(
-        bindings: &EventSubscriberPlugin,
-        store: &mut Store<State>,
-        config: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings
-            .portcullis_plugin_event_subscriber()
-            .call_init(store, config)
-    }
-}
+world_pre!(
+    SubscriberPre,
+    EventSubscriberPluginPre<State>,
+    EventSubscriberPlugin,
+    crate::WasmKind::EventSubscriber,
+    portcullis_plugin_event_subscriber
+);
 
 /// A component event subscriber.
 pub(crate) struct WasmEventSubscriber {

@@ -11,36 +11,22 @@ use portcullis_plugin_api::sasl::{
     AuthFailure, Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome,
 };
 use wasmtime::component::{Component, ResourceAny};
-use wasmtime::Store;
 
 use crate::bindings::mechanism::exports::portcullis::plugin::sasl_mechanism as wit;
 use crate::bindings::mechanism::{MechanismPlugin, MechanismPluginPre};
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{Failed, Instantiate, Pool, Setup, Slot, State};
+use crate::pool::{world_pre, Failed, Pool, Setup, Slot, State};
 
 const WORLD: &str = "mechanism-plugin";
 
-pub(crate) struct MechanismPre(MechanismPluginPre<State>);
-
-impl Instantiate for MechanismPre {
-    const KIND: crate::WasmKind = crate::WasmKind::SaslMechanism;
-    type Bindings = MechanismPlugin;
-
-    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<MechanismPlugin> {
-        self.0.instantiate(store)
-    }
-
-    fn init(
-        bindings: &MechanismPlugin,
-        store: &mut Store<State>,
-        config: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings
-            .portcullis_plugin_sasl_mechanism()
-            .call_init(store, config)
-    }
-}
+world_pre!(
+    MechanismPre,
+    MechanismPluginPre<State>,
+    MechanismPlugin,
+    crate::WasmKind::SaslMechanism,
+    portcullis_plugin_sasl_mechanism
+);
 
 /// A component SASL mechanism; its name is the plugin's.
 pub(crate) struct WasmMechanism {

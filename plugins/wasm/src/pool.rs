@@ -145,6 +145,36 @@ pub(crate) trait Instantiate: Send + Sync + 'static {
     ) -> wasmtime::Result<Result<(), String>>;
 }
 
+/// Declares `$pre`, a world's pre-instantiated component (`$typed_pre`, from `bindgen!`) as an
+/// [`Instantiate`] of plugin kind `$kind`: instances are `$bindings`, and `init` is the `init` of
+/// the exported interface `$interface` (the accessor `bindgen!` names after it).
+macro_rules! world_pre {
+    ($pre:ident, $typed_pre:ty, $bindings:ty, $kind:expr, $interface:ident) => {
+        pub(crate) struct $pre(pub(crate) $typed_pre);
+
+        impl $crate::pool::Instantiate for $pre {
+            const KIND: $crate::WasmKind = $kind;
+            type Bindings = $bindings;
+
+            fn instantiate(
+                &self,
+                store: &mut wasmtime::Store<$crate::pool::State>,
+            ) -> wasmtime::Result<$bindings> {
+                self.0.instantiate(store)
+            }
+
+            fn init(
+                bindings: &$bindings,
+                store: &mut wasmtime::Store<$crate::pool::State>,
+                config: &str,
+            ) -> wasmtime::Result<Result<(), String>> {
+                bindings.$interface().call_init(store, config)
+            }
+        }
+    };
+}
+pub(crate) use world_pre;
+
 /// One initialised instance.
 pub(crate) struct Slot<B> {
     pub(crate) store: Store<State>,

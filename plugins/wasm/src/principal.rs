@@ -9,36 +9,22 @@ use portcullis_plugin_api::principal::{
     AuthenticationContext, Principal, PrincipalBuilder, PrincipalError,
 };
 use wasmtime::component::Component;
-use wasmtime::Store;
 
 use crate::bindings::principal::exports::portcullis::plugin::principal_builder as wit;
 use crate::bindings::principal::{PrincipalBuilderPlugin, PrincipalBuilderPluginPre};
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{Instantiate, Pool, Setup, State};
+use crate::pool::{world_pre, Pool, Setup, State};
 
 const WORLD: &str = "principal-builder-plugin";
 
-pub(crate) struct PrincipalPre(PrincipalBuilderPluginPre<State>);
-
-impl Instantiate for PrincipalPre {
-    const KIND: crate::WasmKind = crate::WasmKind::PrincipalBuilder;
-    type Bindings = PrincipalBuilderPlugin;
-
-    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<PrincipalBuilderPlugin> {
-        self.0.instantiate(store)
-    }
-
-    fn init(
-        bindings: &PrincipalBuilderPlugin,
-        store: &mut Store<State>,
-        config: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings
-            .portcullis_plugin_principal_builder()
-            .call_init(store, config)
-    }
-}
+world_pre!(
+    PrincipalPre,
+    PrincipalBuilderPluginPre<State>,
+    PrincipalBuilderPlugin,
+    crate::WasmKind::PrincipalBuilder,
+    portcullis_plugin_principal_builder
+);
 
 /// A component principal builder.
 pub(crate) struct WasmPrincipalBuilder {
