@@ -300,16 +300,16 @@ impl Table {
     }
 
     /// The opening's response named session `id` (0: the broker made no session, e.g. its cache
-    /// was full, or the fetch failed).
-    pub(crate) fn established(&mut self, token: u64, id: i32) {
+    /// was full, or the fetch failed). Whether a session is now tracked.
+    pub(crate) fn established(&mut self, token: u64, id: i32) -> bool {
         let Some(at) = self.openings.iter().position(|o| o.token == token) else {
-            return; // evicted meanwhile: the client will get FETCH_SESSION_ID_NOT_FOUND
+            return false; // evicted meanwhile: the client will get FETCH_SESSION_ID_NOT_FOUND
         };
         let Some(opening) = self.openings.remove(at) else {
-            return;
+            return false;
         };
         if id == NO_SESSION || !opening.partitions.has_served() {
-            return;
+            return false;
         }
         self.close(id);
         while self.sessions.len() >= MAX_SESSIONS {
@@ -322,6 +322,7 @@ impl Table {
             used: self.clock,
             partitions: opening.partitions,
         });
+        true
     }
 
     /// The session an incremental fetch runs in, if it exists and expects this epoch; the
@@ -491,7 +492,7 @@ mod tests {
         let mut t = Table::default();
         let token = t.begin(parts("a", 2)).unwrap();
         assert_eq!(t.incremental(9, 1).unwrap_err(), SessionError::NotFound(9));
-        t.established(token, 9);
+        assert!(t.established(token, 9));
         assert!(t.knows(9));
         assert_eq!(
             t.incremental(9, 2).unwrap_err(),
@@ -518,7 +519,7 @@ mod tests {
     fn failed_or_sessionless_openings_make_no_session() {
         let mut t = Table::default();
         let token = t.begin(parts("a", 1)).unwrap();
-        t.established(token, NO_SESSION);
+        assert!(!t.established(token, NO_SESSION));
         assert_eq!(t.sessions(), 0);
         t.established(token, 4); // already settled
         assert_eq!(t.sessions(), 0);
