@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import re
 import struct
-import threading
 import time
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 from kafka import KafkaConsumer
@@ -73,14 +72,16 @@ def grant_read(node, topic: str, user: str, group: str | None = None) -> None:
     if group is not None:
         bindings.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, f"User:{user}", "*",
                                    AclOperation.READ, AclPermissionType.ALLOW))
-    for f in AdminClient(conf(node, "admin")).create_acls(bindings, request_timeout=30).values():
+    admin = AdminClient(conf(node, "admin"))  # kept alive until the futures resolve
+    for f in admin.create_acls(bindings, request_timeout=30).values():
         f.result(timeout=60)
 
 
 def revoke_read(node, topic: str, user: str) -> None:
     flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*",
                            AclOperation.READ, AclPermissionType.ALLOW)
-    for f in AdminClient(conf(node, "admin")).delete_acls([flt], request_timeout=30).values():
+    admin = AdminClient(conf(node, "admin"))
+    for f in admin.delete_acls([flt], request_timeout=30).values():
         assert len(f.result(timeout=60)) == 1
 
 
@@ -127,20 +128,20 @@ def poll_keys(c: KafkaConsumer, want: int, timeout: float = 60) -> set[str]:
 def test_kafka_python_consumes_in_an_incremental_session(node, unique):
     topic = new_topic(node, unique)
     grant_read(node, topic, "bob")
-    sent = confluent_produce(conf(node, "admin"), topic, 30)
+    admin = conf(node, "admin")
+    sent = confluent_produce(admin, topic, 30)
     offset = node.log_size()
     c = kafka_python_consumer(node, "bob", topic, 2)
     try:
         assert poll_keys(c, 30) == set(sent)
-        # More records while the session is open: served from it, by incremental fetches.
-        more = {f"more-{k}" for k in sent}
-        producer_conf = conf(node, "admin")
-        from confluent_kafka import Producer
-        p = Producer(producer_conf)
-        for k in more:
-            p.produce(topic, key=k.encode(), value=b"v")
-        assert p.flush(30) == 0
-        assert poll_keys(c, 30) == more
+        # More records while the session is open, in rounds: each is served by incremental fetches.
+        p = Producer(admin)
+        for round_ in range(3):
+            more = {f"more-{round_}-{i}" for i in range(10)}
+            for k in more:
+                p.produce(topic, key=k.encode(), value=b"v")
+            assert p.flush(30) == 0
+            assert poll_keys(c, 10) == more, f"round {round_}"
     finally:
         c.close()
     assert_incremental_sessions(node, offset, "kafka-python")
@@ -170,11 +171,13 @@ def test_confluent_kafka_consumes_through_sessions_authorization(node, unique):
 def test_java_consumer_uses_incremental_sessions(node, unique, java, tmp_path):
     offset = node.log_size()
     props = client_props(tmp_path, gateway(node), "admin", PORTCULLIS_ACL_USERS["admin"])
-    r = java.run("RoundTrip", "roundtrip", str(props), unique("fetch-sessions-java"), "2000",
+    # Enough records for several fetches per partition (1 MiB each): the first one opens the
+    # session, the others are incremental.
+    r = java.run("RoundTrip", "roundtrip", str(props), unique("fetch-sessions-java"), "60000",
                  unique("fetch-sessions-java-group"), "classic")
     assert r.returncode == 0, f"RoundTrip failed ({r.returncode}):\n{r.stdout}\n{r.stderr[-4000:]}"
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["ok"] is True and summary["consumed_distinct"] == 2000
+    assert summary["ok"] is True and summary["consumed_distinct"] == 60000
     assert_incremental_sessions(node, offset, "Java consumer")
 
 
@@ -200,7 +203,6 @@ def test_revoked_read_stops_a_polling_consumer(node, unique):
         assert denied is not None, "no TOPIC_AUTHORIZATION_FAILED after the revocation"
         assert topic in str(denied)
         second = {f"late-{i}" for i in range(20)}
-        from confluent_kafka import Producer
         p = Producer(admin)
         for k in second:
             p.produce(topic, key=k.encode(), value=b"v")

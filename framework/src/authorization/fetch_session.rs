@@ -178,6 +178,11 @@ impl Partitions {
             .is_some_and(|p| p.contains_key(&partition))
     }
 
+    /// Whether any partition of `topic` is mirrored.
+    pub(crate) fn has_topic(&self, topic: &str) -> bool {
+        self.topics.contains_key(topic)
+    }
+
     /// The topic names, sorted.
     pub(crate) fn topic_names(&self) -> impl Iterator<Item = &str> + '_ {
         self.topics.keys().map(String::as_str)
