@@ -313,7 +313,9 @@ impl Table {
         let Some(opening) = self.openings.remove(at) else {
             return false;
         };
-        if id == NO_SESSION || !opening.partitions.has_served() {
+        // A session that serves nothing (yet) is tracked like any other: what the client adds
+        // later is authorized then.
+        if id == NO_SESSION {
             return false;
         }
         self.close(id);
@@ -528,14 +530,10 @@ mod tests {
         assert_eq!(t.sessions(), 0);
         t.established(token, 4); // already settled
         assert_eq!(t.sessions(), 0);
-        let mut denied = Partitions::default();
-        denied.set("a", 0, Standing::Denied);
-        let token = t.begin(denied).unwrap();
-        t.established(token, 4);
-        assert_eq!(
-            t.sessions(),
-            0,
-            "nothing served: the broker's session would be empty"
+        let token = t.begin(Partitions::default()).unwrap();
+        assert!(
+            t.established(token, 4),
+            "the broker's id is tracked, even for an empty session"
         );
     }
 
