@@ -5,8 +5,9 @@
 //!
 //! The same bodies also go through `enforce_in` with a connection's fetch-session table in which
 //! session 1 (topic "t", partition 0) is established, so a Fetch can reach the incremental path
-//! (epoch 1 of session 1, forgotten topics, revocation under the denying authorizer); each plan
-//! is applied to a response made of the fuzzed bytes (the response-side session id reader).
+//! (epoch 1 of session 1, forgotten topics, revocation under the denying authorizer); a Fetch's
+//! plan under the allowing authorizer is applied to a response made of the fuzzed bytes (the
+//! response-side session id reader).
 //! There the forwarded frame may grow by the forgotten topics a revocation appends.
 #![no_main]
 
@@ -143,9 +144,15 @@ fuzz_target!(|data: &[u8]| {
         let e = enforce_in(&authorizer, &context, &h, &frame, &sessions);
         if let Verdict::Forward { frame: out, plan } = &e.verdict {
             assert_eq!(out.get(..h.header_len), frame.get(..h.header_len));
-            let mut response = 7i32.to_be_bytes().to_vec();
-            response.extend_from_slice(body);
-            let _ = plan.apply(bytes::Bytes::from(response));
+            // Only where the plan reads the response with the bounds-checked reader (an opening's
+            // session id; nothing denied under `Allowed`): merging denied entries decodes the
+            // upstream's response with kafka-protocol, which trusts wire lengths, as Portcullis
+            // trusts its upstream (docs/security.md).
+            if key == 1 && decision == Decision::Allowed {
+                let mut response = 7i32.to_be_bytes().to_vec();
+                response.extend_from_slice(body);
+                let _ = plan.apply(bytes::Bytes::from(response));
+            }
         }
     }
 });
