@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use portcullis::acl::{AclOperation, ResourceType};
-use portcullis::authorization::{authorizable_versions, enforce, enforce_in, FetchSessions, Verdict};
+use portcullis::authorization::{
+    authorizable_versions, enforce, enforce_in, FetchSessions, Verdict,
+};
 use portcullis::authorizer::{
     Action, Authorization, Authorizer, DecidingRule, Decision, RequestContext,
 };
@@ -79,13 +81,18 @@ fn opening_frame() -> bytes::Bytes {
 }
 
 /// A table with session 1 established (next epoch 1).
-fn established_sessions(authorizer: &Arc<dyn Authorizer>, context: &RequestContext) -> FetchSessions {
+fn established_sessions(
+    authorizer: &Arc<dyn Authorizer>,
+    context: &RequestContext,
+) -> FetchSessions {
     let sessions = FetchSessions::new();
     let frame = opening_frame();
     let Ok(h) = header::parse(&frame) else {
         return sessions;
     };
-    if let Verdict::Forward { plan, .. } = enforce_in(authorizer, context, &h, &frame, &sessions).verdict {
+    if let Verdict::Forward { plan, .. } =
+        enforce_in(authorizer, context, &h, &frame, &sessions).verdict
+    {
         // Fetch v7 response: correlation id, throttle, error 0, session id 1, no topics.
         let mut response = Vec::new();
         for v in [7i32, 0] {
