@@ -118,7 +118,8 @@ pub fn enforce_verdict_in(
     enforce_with(authorizer, context, header, frame, Some(sessions), false).verdict
 }
 
-/// [`enforce`] without the list of decisions: what the connection calls for every request. For
+/// [`enforce`] without the list of decisions (the connection calls [`enforce_verdict_in`], the
+/// same with its fetch sessions; a request the forwarding policy refuses comes here). For
 /// a producer's or consumer's request that names a handful of topics it allocates nothing but
 /// what the verdict holds (a rewritten frame, a response plan), with an authorizer that answers
 /// through [`Authorizer::authorize_each`] without allocating (the `acl` plugin does).
