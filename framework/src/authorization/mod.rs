@@ -20,6 +20,7 @@ mod check;
 mod cluster;
 mod entries;
 mod fetch;
+mod fetch_session;
 mod groups;
 mod metadata;
 mod offsets;
@@ -43,6 +44,7 @@ use crate::protocol::reader::Malformed;
 use crate::protocol::versions::ApiVersionTable;
 
 pub use check::Checked;
+pub use fetch_session::FetchSessions;
 pub use wire::PlanError;
 
 use check::Checker;
@@ -88,10 +90,36 @@ pub fn enforce(
     header: &RequestHeader,
     frame: &Bytes,
 ) -> Enforcement {
-    enforce_with(authorizer, context, header, frame, true)
+    enforce_with(authorizer, context, header, frame, None, true)
 }
 
-/// [`enforce`] without the list of decisions: what the connection calls for every request. For
+/// [`enforce`] for a request of a connection whose Fetch requests may use incremental fetch
+/// sessions (KIP-227): `sessions` is the connection's table (see [`FetchSessions`]). Without it
+/// every Fetch is made sessionless.
+pub fn enforce_in(
+    authorizer: &Arc<dyn Authorizer>,
+    context: &RequestContext<'_>,
+    header: &RequestHeader,
+    frame: &Bytes,
+    sessions: &FetchSessions,
+) -> Enforcement {
+    enforce_with(authorizer, context, header, frame, Some(sessions), true)
+}
+
+/// [`enforce_verdict`] with the connection's fetch sessions (see [`enforce_in`]): what the
+/// connection calls for every upstream-bound request.
+pub fn enforce_verdict_in(
+    authorizer: &Arc<dyn Authorizer>,
+    context: &RequestContext<'_>,
+    header: &RequestHeader,
+    frame: &Bytes,
+    sessions: &FetchSessions,
+) -> Verdict {
+    enforce_with(authorizer, context, header, frame, Some(sessions), false).verdict
+}
+
+/// [`enforce`] without the list of decisions (the connection calls [`enforce_verdict_in`], the
+/// same with its fetch sessions; a request the forwarding policy refuses comes here). For
 /// a producer's or consumer's request that names a handful of topics it allocates nothing but
 /// what the verdict holds (a rewritten frame, a response plan), with an authorizer that answers
 /// through [`Authorizer::authorize_each`] without allocating (the `acl` plugin does).
@@ -101,7 +129,7 @@ pub fn enforce_verdict(
     header: &RequestHeader,
     frame: &Bytes,
 ) -> Verdict {
-    enforce_with(authorizer, context, header, frame, false).verdict
+    enforce_with(authorizer, context, header, frame, None, false).verdict
 }
 
 fn enforce_with(
@@ -109,10 +137,11 @@ fn enforce_with(
     context: &RequestContext<'_>,
     header: &RequestHeader,
     frame: &Bytes,
+    sessions: Option<&FetchSessions>,
     record: bool,
 ) -> Enforcement {
     let mut checker = Checker::new(authorizer.as_ref(), context, record);
-    let verdict = match enforce_inner(&mut checker, header, frame) {
+    let verdict = match enforce_inner(&mut checker, header, frame, sessions) {
         Ok(Outcome::Forward(frame, Rewrite::Unchanged)) => Verdict::Forward {
             frame,
             plan: ResponsePlan::unchanged(),
@@ -185,6 +214,8 @@ pub(crate) struct Request<'a> {
     pub(crate) body: &'a [u8],
     pub(crate) version: i16,
     pub(crate) flexible: bool,
+    /// The connection's fetch sessions (Fetch only; `None`: every Fetch is made sessionless).
+    pub(crate) fetch_sessions: Option<&'a FetchSessions>,
 }
 
 impl<'a> Request<'a> {
@@ -392,6 +423,7 @@ fn enforce_inner(
     checker: &mut Checker<'_>,
     header: &RequestHeader,
     frame: &Bytes,
+    sessions: Option<&FetchSessions>,
 ) -> Result<Outcome, Refusal> {
     let Ok(key) = ApiKey::try_from(header.api_key) else {
         return Ok(Outcome::Close(
@@ -430,6 +462,7 @@ fn enforce_inner(
         body,
         version: header.api_version,
         flexible: wire::flexible(key, header.api_version),
+        fetch_sessions: sessions,
     };
     enforce(&request, checker)
 }

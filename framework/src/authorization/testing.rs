@@ -9,7 +9,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, GroupId, RequestHeader as WireHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use super::{enforce, enforce_verdict, Enforcement, Verdict};
+use super::{
+    enforce, enforce_in, enforce_verdict, enforce_verdict_in, Enforcement, FetchSessions, Verdict,
+};
 use crate::acl::{AclOperation, ResourceType};
 use crate::authorizer::{
     Action, Authorization, Authorizer, DecidingRule, Decision, RequestContext,
@@ -144,6 +146,31 @@ pub(crate) fn run(authorizer: &Arc<dyn Authorizer>, frame: &Bytes) -> Enforcemen
         enforcement.verdict
     );
     enforcement
+}
+
+/// [`run`] for a connection with fetch sessions, recording decisions ([`verdict_in`] is the
+/// connection's path; both change the table, so a test picks one per frame).
+pub(crate) fn run_in(
+    authorizer: &Arc<dyn Authorizer>,
+    frame: &Bytes,
+    sessions: &FetchSessions,
+) -> Enforcement {
+    let h = header::parse(frame).unwrap();
+    let key = ApiKey::try_from(h.api_key).unwrap();
+    let context = context(key, h.api_version);
+    enforce_in(authorizer, &context, &h, frame, sessions)
+}
+
+/// The unrecorded path of [`run_in`] (what the connection calls).
+pub(crate) fn verdict_in(
+    authorizer: &Arc<dyn Authorizer>,
+    frame: &Bytes,
+    sessions: &FetchSessions,
+) -> Verdict {
+    let h = header::parse(frame).unwrap();
+    let key = ApiKey::try_from(h.api_key).unwrap();
+    let context = context(key, h.api_version);
+    enforce_verdict_in(authorizer, &context, &h, frame, sessions)
 }
 
 /// Decodes the body of a request frame.

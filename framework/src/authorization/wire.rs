@@ -364,7 +364,7 @@ pub(crate) fn overwrite(
     rewrite(frame, header_len, vec![edit])
 }
 
-fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
+pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
     while value >= 0x80 {
         out.push((value as u8 & 0x7f) | 0x80);
         value >>= 7;

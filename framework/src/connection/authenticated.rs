@@ -127,7 +127,14 @@ fn route(
         Route::Upstream { identity } => {
             let (frame, plan) = match &conn.config.services.authorizer {
                 None => (frame, ResponsePlan::unchanged()),
-                Some(authorizer) => match authorize(conn, &session, authorizer, header, &frame) {
+                Some(authorizer) => match authorize(
+                    conn,
+                    &session,
+                    authorizer,
+                    header,
+                    &frame,
+                    Some(&conn.fetch_sessions),
+                ) {
                     Verdict::Forward { frame, plan } => (frame, plan),
                     Verdict::Respond(bytes) => {
                         return (State::Authenticated(session), vec![Action::Respond(bytes)])
@@ -209,7 +216,7 @@ fn route(
             let refuse_all: std::sync::Arc<dyn crate::authorizer::Authorizer> = std::sync::Arc::new(
                 crate::authorizer::FixedDecision(crate::authorizer::Decision::Denied),
             );
-            match authorize(conn, &session, &refuse_all, header, &frame) {
+            match authorize(conn, &session, &refuse_all, header, &frame, None) {
                 Verdict::Respond(bytes) => {
                     (State::Authenticated(session), vec![Action::Respond(bytes)])
                 }
@@ -239,6 +246,7 @@ fn authorize(
     authorizer: &std::sync::Arc<dyn crate::authorizer::Authorizer>,
     header: &RequestHeader,
     frame: &Bytes,
+    fetch_sessions: Option<&authorization::FetchSessions>,
 ) -> Verdict {
     // Borrowed from the session (principal, groups, token facts) and the header: nothing is
     // allocated per request.
@@ -251,7 +259,12 @@ fn authorize(
             header.correlation_id,
         )
         .with_client_id(header.client_id.as_deref());
-    authorization::enforce_verdict(authorizer, &context, header, frame)
+    match fetch_sessions {
+        Some(sessions) => {
+            authorization::enforce_verdict_in(authorizer, &context, header, frame, sessions)
+        }
+        None => authorization::enforce_verdict(authorizer, &context, header, frame),
+    }
 }
 
 fn respond(

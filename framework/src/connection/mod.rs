@@ -183,6 +183,9 @@ pub struct Connection {
     /// Where a re-authentication takes its configuration; `None` keeps `config` for life.
     source: Option<Arc<dyn ConfigSource>>,
     state: State,
+    /// The client's incremental fetch sessions (KIP-227) on this connection's upstream
+    /// connection, which lives as long as this one: authorization covers what they hold.
+    fetch_sessions: crate::authorization::FetchSessions,
 }
 
 enum State {
@@ -233,6 +236,7 @@ impl Connection {
             tls_peer: tls.then(|| Arc::new(TlsPeer::default())),
             source: None,
             state: State::Initial,
+            fetch_sessions: crate::authorization::FetchSessions::new(),
         }
     }
 
@@ -273,6 +277,11 @@ impl Connection {
             State::Reauthenticating(reauth) => Some(&reauth.previous),
             _ => None,
         }
+    }
+
+    /// The client's fetch sessions on this connection (see [`crate::authorization::FetchSessions`]).
+    pub fn fetch_sessions(&self) -> &crate::authorization::FetchSessions {
+        &self.fetch_sessions
     }
 
     /// The session's ticket: the host awaits [`SessionTicket::revoked`] to close the connection at

@@ -196,3 +196,70 @@ fn enforce_allocations_per_request() {
     });
     assert!(over.is_empty(), "over budget: {over:?}");
 }
+
+/// The steady state of a consumer with a fetch session (KIP-227): incremental fetches in an open
+/// session, which Portcullis forwards as they are after re-checking READ on the session's topics.
+/// Nothing is allocated (no copy of the frame, no response plan).
+#[test]
+fn incremental_fetch_allocations() {
+    const RUNS: i32 = 200;
+    let plain = requests::authorizer();
+    let audited: Arc<dyn Authorizer> = Arc::new(AuditingAuthorizer::new(
+        Arc::clone(&plain),
+        Arc::new(Discard),
+        AuditPolicy::new(false, true),
+    ));
+    let mut over = Vec::new();
+    with_production_logging(|| {
+        for (setup, authorizer, kind, session) in [
+            ("acl", &plain, "", requests::session()),
+            ("acl", &plain, ", groups", requests::group_session()),
+            ("acl + [audit]", &audited, "", requests::session()),
+            (
+                "acl + [audit]",
+                &audited,
+                ", groups",
+                requests::group_session(),
+            ),
+        ] {
+            for (name, topics, listed) in [
+                ("1 topic × 1 partition, none listed", 1, 0),
+                ("5 topics × 3 partitions, all listed", 5, 3),
+            ] {
+                let names = requests::topics(topics);
+                let sessions = requests::fetch_session(authorizer, &session, &names, 3);
+                // One frame per epoch, built before counting.
+                let frames: Vec<_> = (1..=RUNS + 1)
+                    .map(|epoch| {
+                        let listed_names = if listed > 0 { &names[..] } else { &[] };
+                        requests::fetch_in(listed_names, listed, requests::SESSION_ID, epoch)
+                    })
+                    .collect();
+                let headers: Vec<_> = frames.iter().map(requests::parse).collect();
+                let mut next = 0usize;
+                let (allocations, bytes) = per_call(RUNS as u64, || {
+                    let verdict = requests::authorize_in(
+                        authorizer,
+                        &session,
+                        &headers[next],
+                        &frames[next],
+                        &sessions,
+                    );
+                    assert!(
+                        matches!(&verdict, Verdict::Forward { frame, plan } if frame == &frames[next] && plan.is_unchanged()),
+                        "{name}: {verdict:?}"
+                    );
+                    next += 1;
+                });
+                let setup = format!("{setup}{kind}");
+                println!(
+                    "{setup:<22} Fetch v12 incremental, {name:<38} enforce: {allocations:>5.1} allocations, {bytes:>7.0} bytes"
+                );
+                if allocations > 0.0 {
+                    over.push(format!("{setup}, {name}: {allocations} > 0"));
+                }
+            }
+        }
+    });
+    assert!(over.is_empty(), "over budget: {over:?}");
+}

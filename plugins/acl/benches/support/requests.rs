@@ -11,14 +11,15 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, ProduceRequest, RequestHeader as WireHeader, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceRequest, RequestHeader as WireHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use portcullis::acl::{
     AccessControlEntry, AclBinding, AclOperation, PatternType, PermissionType, ResourcePattern,
     ResourceType,
 };
-use portcullis::authorization::{enforce_verdict, Verdict};
+use portcullis::authorization::{enforce_verdict, enforce_verdict_in, FetchSessions, Verdict};
 use portcullis::authorizer::{Authorizer, RequestContext};
 use portcullis::principal::Principal;
 use portcullis::protocol::header::{self, RequestHeader};
@@ -199,9 +200,18 @@ pub fn produce(topics: &[String], partitions: i32, batch_bytes: usize) -> Bytes 
     frame(ApiKey::Produce, PRODUCE_VERSION, "producer-1", &body)
 }
 
-/// A consumer's Fetch: `topics` × `partitions`, in an incremental session (Portcullis makes it
-/// sessionless).
+/// A consumer's Fetch opening a session: `topics` × `partitions` (the sessionless
+/// `enforce_verdict` makes it sessionless).
 pub fn fetch(topics: &[String], partitions: i32) -> Bytes {
+    fetch_in(topics, partitions, 0, 0)
+}
+
+/// The id the broker gives the consumer's fetch session in [`fetch_session`].
+pub const SESSION_ID: i32 = 1_234_567;
+
+/// A consumer's incremental fetch in session `session_id` at `epoch`, listing `topics` ×
+/// `partitions` (the Java client lists every partition whose fetch offset moved).
+pub fn fetch_in(topics: &[String], partitions: i32, session_id: i32, epoch: i32) -> Bytes {
     let data = topics
         .iter()
         .map(|t| {
@@ -226,8 +236,8 @@ pub fn fetch(topics: &[String], partitions: i32) -> Bytes {
         .with_max_wait_ms(500)
         .with_min_bytes(1)
         .with_max_bytes(50 << 20)
-        .with_session_id(0)
-        .with_session_epoch(0)
+        .with_session_id(session_id)
+        .with_session_epoch(epoch)
         .with_topics(data)
         .with_rack_id(StrBytes::from_static_str(""));
     frame(ApiKey::Fetch, FETCH_VERSION, "consumer-1", &body)
@@ -288,4 +298,60 @@ pub fn authorize(
 /// The parsed header of a frame built here.
 pub fn parse(frame: &Bytes) -> RequestHeader {
     header::parse(frame).expect("header")
+}
+
+/// A connection's fetch-session table with the consumer's session on `topics` × `partitions`
+/// open (the opening fetch authorized with `authorizer`, its response naming [`SESSION_ID`]):
+/// the next incremental fetch carries epoch 1.
+pub fn fetch_session(
+    authorizer: &Arc<dyn Authorizer>,
+    session: &Session,
+    topics: &[String],
+    partitions: i32,
+) -> FetchSessions {
+    let sessions = FetchSessions::new();
+    let opening = fetch(topics, partitions);
+    let header = parse(&opening);
+    let Verdict::Forward { plan, .. } =
+        authorize_in(authorizer, session, &header, &opening, &sessions)
+    else {
+        panic!("the opening fetch is not forwarded");
+    };
+    let mut response = BytesMut::new();
+    ResponseHeader::default()
+        .with_correlation_id(header.correlation_id)
+        .encode(
+            &mut response,
+            ApiKey::Fetch.response_header_version(FETCH_VERSION),
+        )
+        .expect("header");
+    FetchResponse::default()
+        .with_session_id(SESSION_ID)
+        .encode(&mut response, FETCH_VERSION)
+        .expect("body");
+    plan.apply(response.freeze())
+        .expect("the opening's response");
+    assert_eq!(sessions.established(), 1, "the session is open");
+    sessions
+}
+
+/// [`authorize`] on a connection with fetch sessions (what the connection calls).
+pub fn authorize_in(
+    authorizer: &Arc<dyn Authorizer>,
+    session: &Session,
+    header: &RequestHeader,
+    frame: &Bytes,
+    sessions: &FetchSessions,
+) -> Verdict {
+    let context = RequestContext::new(
+        &session.principal,
+        session.client_address,
+        session.listener.as_str(),
+        header.api_key,
+        header.api_version,
+        header.correlation_id,
+    )
+    .with_client_id(header.client_id.as_deref())
+    .with_groups(session.groups.as_slice());
+    enforce_verdict_in(authorizer, &context, header, frame, sessions)
 }
