@@ -358,17 +358,22 @@ fn incremental(
         .iter()
         .map(|e| allowed.contains(&e.name))
         .collect();
-    let mut revoked_topics: SmallVec<[String; 2]> = SmallVec::new();
-    for name in session.partitions.topic_names() {
-        if !allowed.contains(name) {
-            revoked_topics.push(name.to_owned());
-        }
-    }
-    for (entry, keep) in parsed.topics.entries.iter().zip(&keep) {
-        if !*keep && !revoked_topics.iter().any(|t| t == entry.name.as_str()) {
-            revoked_topics.push(entry.name.to_string());
-        }
-    }
+    // Only the session's own topics can have served partitions to forget (a denied listed topic
+    // new to the session has none; its partitions are set denied below). One pass over names
+    // that are unique already: a request listing many denied topics costs no more than a lookup
+    // each in `allowed`.
+    let revoked_topics: SmallVec<[String; 2]> = session
+        .partitions
+        .topic_names()
+        .filter(|name| !allowed.contains(name))
+        .map(str::to_owned)
+        .collect();
+    let regranted: SmallVec<[String; 2]> = session
+        .partitions
+        .denied_topics()
+        .filter(|name| allowed.contains(name))
+        .map(str::to_owned)
+        .collect();
     drop(allowed);
     // Served partitions of denied topics: the broker must forget them (before the listed ones
     // are applied, so that a listed, previously served partition is forgotten too).
@@ -396,6 +401,24 @@ fn incremental(
                 session.partitions.remove(name, *p);
             }
         }
+    }
+    // READ granted again on a topic whose partitions the session holds denied (and this fetch
+    // neither lists nor forgets them). Kafka's broker serves them again at once (they never
+    // left its session); the broker behind Portcullis forgot them at the revocation, and only the
+    // client knows their positions. So the session ends here, as one the broker lost: the
+    // client's next fetch opens a new one listing every partition at its position, authorized
+    // afresh (the Java client and kafka-python do so after FETCH_SESSION_ID_NOT_FOUND). The
+    // broker's copy is left to its own eviction.
+    if regranted
+        .iter()
+        .any(|topic| session.partitions.has_denied_in(topic))
+    {
+        table.close(id);
+        tracing::debug!(
+            session_id = id,
+            "read granted again in a fetch session; ended"
+        );
+        return respond_session_error(req, SessionError::NotFound(id));
     }
     let has_denied = session.partitions.has_denied();
     let denied = if has_denied {
@@ -885,21 +908,50 @@ mod tests {
                     codes(&merged),
                     vec![("b".into(), 0, 29), ("b".into(), 1, 29)]
                 );
-                // Re-adding with the grant back makes it served again.
+                // Re-adding one with the grant back makes it served again.
                 let f = frame(
                     ApiKey::Fetch,
                     version,
-                    &fetch(42, 3, vec![topic("b", &[0])]),
+                    &fetch(42, 3, vec![topic("b", &[0, 1])]),
                 );
                 let (out, plan) = forwarded(&run_in(&allow(&["a", "b"]), &f, &sessions));
                 assert_eq!(out, f);
                 let merged: FetchResponse =
                     applied(&plan, ApiKey::Fetch, version, &answer(42, &[("b", &[0])]));
-                assert_eq!(
-                    codes(&merged),
-                    vec![("b".into(), 0, 0), ("b".into(), 1, 29)]
-                );
+                assert_eq!(codes(&merged), vec![("b".into(), 0, 0)]);
             }
+        }
+
+        #[test]
+        fn a_grant_on_a_denied_topic_the_fetch_does_not_list_ends_the_session() {
+            let sessions = FetchSessions::new();
+            open(
+                &allow(&["a", "b"]),
+                &sessions,
+                12,
+                42,
+                vec![topic("a", &[0]), topic("b", &[0, 1])],
+                &[("a", &[0]), ("b", &[0, 1])],
+            );
+            let f = frame(ApiKey::Fetch, 12, &fetch(42, 1, vec![]));
+            forwarded(&run_in(&allow(&["a"]), &f, &sessions));
+            // Granted again, b's partitions not listed: the broker forgot them and only the
+            // client knows their positions, so the session ends (answered locally).
+            let f = frame(ApiKey::Fetch, 12, &fetch(42, 2, vec![topic("b", &[0])]));
+            let r: FetchResponse = response_body(
+                ApiKey::Fetch,
+                12,
+                &responded(&run_in(&allow(&["a", "b"]), &f, &sessions)),
+            );
+            assert_eq!((r.error_code, r.session_id), (70, 0));
+            assert!(r.responses.is_empty());
+            let f = frame(ApiKey::Fetch, 12, &fetch(42, 3, vec![]));
+            let r: FetchResponse = response_body(
+                ApiKey::Fetch,
+                12,
+                &responded(&run_in(&allow(&["a", "b"]), &f, &sessions)),
+            );
+            assert_eq!(r.error_code, 70, "the session is gone");
         }
 
         #[test]

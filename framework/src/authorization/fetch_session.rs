@@ -123,7 +123,8 @@ pub(crate) enum Standing {
     Served,
     /// Denied READ: not in the broker's session (stripped or forgotten), answered
     /// TOPIC_AUTHORIZATION_FAILED on every fetch until the client forgets it or adds it again, as
-    /// Kafka's broker keeps answering a session's unauthorized partitions.
+    /// Kafka's broker keeps answering a session's unauthorized partitions, or until READ is
+    /// granted again (the session then ends: see `fetch::incremental`).
     Denied,
 }
 
@@ -217,6 +218,21 @@ impl Partitions {
                 (!denied.is_empty()).then(|| (topic.clone(), denied))
             })
             .collect()
+    }
+
+    /// The topics with a denied partition, sorted.
+    pub(crate) fn denied_topics(&self) -> impl Iterator<Item = &str> + '_ {
+        self.topics
+            .iter()
+            .filter(|(_, p)| p.values().any(|s| *s == Standing::Denied))
+            .map(|(topic, _)| topic.as_str())
+    }
+
+    /// Whether any partition of `topic` is denied.
+    pub(crate) fn has_denied_in(&self, topic: &str) -> bool {
+        self.topics
+            .get(topic)
+            .is_some_and(|p| p.values().any(|s| *s == Standing::Denied))
     }
 
     /// Whether any partition is denied.
