@@ -1,11 +1,13 @@
 """Plugins and live reconfiguration (issue 23): a library dropped into the plugin directory after
 start is loaded by a reload and its mechanism serves new logins; a plugin whose init panics
 refuses the reload only; a library whose content changed is loaded again for new connections
-while the connections on the old one carry on.
+while the connections on the old one carry on; event subscribers and the forwarding policy are
+chosen anew by a reload.
 
 The plugins are the examples the suite builds (examples/custom-mechanism: PORTCULLIS-DEMO, a
 token per user; examples/panicking-plugin: X-PANIC, which panics in init with `panic_in =
-"create"`). Each test runs a node of its own (reload_support.ReloadNode).
+"create"`; examples/auth-log and examples/topic-guard). Each test runs a node of its own
+(reload_support.ReloadNode).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
@@ -284,3 +287,71 @@ def test_event_subscribers_change_by_reload_and_open_sessions_are_kept(launcher,
         assert topic_error(session, unique("any-topic")) in (0, 3)
     finally:
         session.close()
+
+
+def topic_guard_library() -> Path:
+    return demo.built_library("portcullis-example-topic-guard", "portcullis_example_topic_guard")
+
+
+def test_another_forwarding_policy_chosen_by_reload_applies_to_new_connections(launcher, kafka_env, unique):
+    """`[forwarding] policy` changed from `passthrough` to the topic-guard library by SIGHUP: a new
+    connection's produce to a guarded topic is refused as Kafka refuses an unauthorized one while
+    other topics are served, and a producer connected before the reload keeps the policy of its
+    session; the guard's table changed by `portcullis reload` moves the guard to another topic;
+    switching to `delegated` (which starts per-principal upstream tokens) is refused naming the key,
+    and the guard keeps serving."""
+    from test_plugin_kinds import produce_outcome
+    from test_reload_authorizer import create_topics
+
+    name = unique("reload-policy")
+    plugins = launcher.run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    drop_in(topic_guard_library(), plugins / "libtopicguard.so")
+    audit, orders = f"audit.{unique('events')}", f"orders.{unique('events')}"
+    create_topics(kafka_env, audit, orders)
+
+    def settings(policy: str, pattern: str = "^audit\\.") -> Settings:
+        tail = (f'\n[forwarding]\npolicy = "{policy}"\n\n'
+                f'[plugins.config.topic-guard]\nrefuse_produce_to = {json.dumps(pattern)}\n')
+        # An authorizer all along (alice a super user of `acl`): without one, a policy that
+        # screens requests is the only authorization, and starting it needs a restart.
+        return Settings(tail=tail, plugin_dir=plugins, super_users=["User:alice"])
+
+    def refused(outcome: tuple[int, list]) -> bool:
+        delivered, errors = outcome
+        return delivered == 0 and any(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors)
+
+    node = ReloadNode(launcher, name, settings("passthrough"))
+    gw = node.gateway()
+    conf = confluent_conf(gw, "SCRAM-SHA-512", *gw.user("alice"))
+    assert produce_outcome(conf, audit, n=1) == (1, [])
+
+    # A producer whose connection (and session) is open before the reload.
+    errors: list = []
+    early = Producer({**conf, "acks": "all", "error_cb": errors.append})
+    early.produce(audit, b"before")
+    assert early.flush(30) == 0
+
+    before = node.reloads("applied")
+    node.write(settings("topic-guard"))
+    node.sighup()
+    wait_for(lambda: node.reloads("applied") > before, 15, "the reload choosing topic-guard")
+    assert refused(produce_outcome(conf, audit, n=1, timeout=15))
+    assert produce_outcome(conf, orders, n=2) == (2, [])
+    early.produce(audit, b"after, on the session from before")
+    assert early.flush(30) == 0, errors
+
+    node.write(settings("topic-guard", "^orders\\."))
+    r = node.reload()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "plugins.config.topic-guard.refuse_produce_to" in r.stdout, r.stdout
+    assert refused(produce_outcome(conf, orders, n=1, timeout=15))
+    assert produce_outcome(conf, audit, n=2) == (2, [])
+
+    node.write(settings("delegated", "^orders\\."))
+    r = node.reload()
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "forwarding.policy" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert refused(produce_outcome(conf, orders, n=1, timeout=15))
+    assert produce_outcome(conf, audit, n=1) == (1, [])
+    assert not errors, [e.str() for e in errors]

@@ -36,7 +36,6 @@ use portcullis::authorizer::Authorizer;
 use portcullis::connection::NodeServices;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
 use portcullis::events::EventBus;
-use portcullis::forwarding::ForwardingPolicy;
 use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
 use portcullis::reauth::ReauthScheduler;
@@ -390,18 +389,6 @@ impl Node {
             )?);
         }
         Ok(out)
-    }
-
-    /// The forwarding policy for a reloaded configuration, built as at start: a built-in policy
-    /// anew with `[forwarding] deny_api_keys`, a plugin's instance (the one loaded at start) with
-    /// the host's deny list in front of it. The policy's `admits` is the same as before, so the
-    /// authorizer screened by it at start stays right.
-    ///
-    /// # Errors
-    /// [`NodeError`] as at start.
-    pub fn policy_for(&self, config: &Config) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
-        let tables = crate::plugin_config::PluginTables::new(&config.plugins)?;
-        assemble::build_policy(config, &self.context, &self.plugins, &tables)
     }
 
     /// The running event subscribers' counts.

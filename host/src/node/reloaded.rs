@@ -1,6 +1,6 @@
 //! What a reload builds again of the node's security: the authorizer (with the local security
-//! APIs that consult it) and the principal builder, chosen by name as at start among the
-//! built-ins, the plugins loaded at start and those reloads loaded since.
+//! APIs that consult it), the principal builder and the forwarding policy, chosen by name as at
+//! start among the built-ins, the plugins loaded at start and those reloads loaded since.
 //!
 //! Nothing here replaces what running connections hold: the reload publishes the new instances in
 //! the listener's snapshot (`server::live`), new connections and re-authentications take them,
@@ -126,6 +126,25 @@ impl Node {
         let name = config.principal.plugin.as_str();
         let report = newest_with(reloaded, &self.plugins, PluginKind::PrincipalBuilder, name);
         super::assemble::build_principal_builder(config, &self.context, report, &tables)
+    }
+
+    /// The forwarding policy a reloaded configuration chooses, built as at start: a built-in
+    /// policy anew with `[forwarding] deny_api_keys`, a plugin's instance from the newest of
+    /// `reloaded` that provides it (else from the plugins loaded at start) with the host's deny
+    /// list in front of it. An authorizer screened by the policy must be built again on it
+    /// ([`Node::security_for`]).
+    ///
+    /// # Errors
+    /// [`NodeError`] as at start: no such policy, a plugin that refused its table.
+    pub fn policy_for(
+        &self,
+        config: &Config,
+        reloaded: &[&PluginLoadReport],
+    ) -> Result<Arc<dyn ForwardingPolicy>, NodeError> {
+        let tables = PluginTables::new(&config.plugins)?;
+        let name = config.forwarding.policy.as_str();
+        let report = newest_with(reloaded, &self.plugins, PluginKind::ForwardingPolicy, name);
+        super::assemble::build_policy(config, &self.context, report, &tables)
     }
 }
 

@@ -28,8 +28,10 @@ const LIVE: &[&str] = &[
 
 /// Live on a node of its own; in a cluster the inter-node listener (KIP-590 envelopes) keeps the
 /// authorizer and principal builder it was started with, and all nodes must decide alike, so
-/// there they need a restart (of every node).
-const LIVE_WITHOUT_CLUSTER: &[&str] = &["authorizer.plugin", "principal.plugin"];
+/// there they need a restart (of every node). The forwarding policy screens the authorizer, so
+/// it goes with it (and see [`needs_restart`] for `delegated`).
+const LIVE_WITHOUT_CLUSTER: &[&str] =
+    &["authorizer.plugin", "principal.plugin", "forwarding.policy"];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
 /// settings once, when it is built).
@@ -125,6 +127,15 @@ pub fn plugin_tables_live(changes: &mut [Change], loaded: &[&str]) {
         if name.is_some_and(|n| loaded.contains(&n)) {
             change.effect = Effect::Live;
         }
+    }
+}
+
+/// Marks `key`, when it changed, as needing a restart: for reasons only the parsed
+/// configurations show (another forwarding policy that starts or stops the `delegated`
+/// machinery, which the node builds at start).
+pub fn needs_restart(changes: &mut [Change], key: &str) {
+    for change in changes.iter_mut().filter(|c| c.key == key) {
+        change.effect = Effect::Restart;
     }
 }
 
@@ -236,10 +247,32 @@ super_users = ["User:admin"]
     }
 
     #[test]
-    fn the_deny_list_is_live_and_the_policy_needs_a_restart() {
+    fn the_deny_list_and_the_policy_are_live_unless_the_reload_says_otherwise() {
         let new = format!("{BASE}\n[forwarding]\npolicy = \"delegated\"\ndeny_api_keys = [20]\n");
+        let mut found = changes(
+            &toml::from_str(BASE).unwrap(),
+            &toml::from_str(&new).unwrap(),
+            Context {
+                acl: true,
+                file_store: true,
+                oauth: false,
+                cluster: false,
+            },
+        );
+        let effects = |found: &[Change]| -> Vec<(String, Effect)> {
+            found.iter().map(|c| (c.key.clone(), c.effect)).collect()
+        };
         assert_eq!(
-            diff(&new, true),
+            effects(&found),
+            vec![
+                ("forwarding.deny_api_keys".to_owned(), Effect::Live),
+                ("forwarding.policy".to_owned(), Effect::Live),
+            ]
+        );
+        // The reload marks the policy for a restart when `delegated` starts or stops.
+        needs_restart(&mut found, "forwarding.policy");
+        assert_eq!(
+            effects(&found),
             vec![
                 ("forwarding.deny_api_keys".to_owned(), Effect::Live),
                 ("forwarding.policy".to_owned(), Effect::Restart),
@@ -290,7 +323,7 @@ super_users = ["User:admin"]
             file_store: false,
             ..single
         };
-        for key in ["authorizer.plugin", "principal.plugin"] {
+        for key in ["authorizer.plugin", "principal.plugin", "forwarding.policy"] {
             assert_eq!(effect_of(key, single), Effect::Live, "{key}");
             assert_eq!(effect_of(key, cluster), Effect::Restart, "{key}");
         }

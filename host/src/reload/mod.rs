@@ -89,9 +89,18 @@ pub enum Refusal {
     /// named).
     #[error(transparent)]
     OAuth(#[from] crate::oauth::OAuthError),
-    /// The forwarding policy cannot be built with the new deny list.
-    #[error("forwarding.deny_api_keys: {0}")]
+    /// The forwarding policy cannot be built (the key or table named).
+    #[error(transparent)]
     Policy(NodeError),
+    /// On a node without `[authorizer]`, the new policy screens requests and the old one did not,
+    /// or the other way round: whether requests are authorized at all decides which API versions
+    /// are advertised (only those the authorization map reads), and clients negotiated them on
+    /// their open connections.
+    #[error("forwarding.policy: the new policy {} requests and the node has no [authorizer], so the API versions advertised would change: needs a restart", if *.screens { "screens" } else { "no longer screens" })]
+    Screening {
+        /// Whether the new policy screens requests.
+        screens: bool,
+    },
     /// The event subscribers could not be built or started.
     #[error("events.subscribers: {0}")]
     Subscribers(NodeError),
@@ -314,6 +323,13 @@ impl Reloader {
             .chain(unused_retabled.iter().map(String::as_str))
             .collect();
         diff::plugin_tables_live(&mut changes, &live_tables);
+        // Another policy is live unless it starts or stops the `delegated` machinery (each
+        // principal's upstream token, set up at start): `policy = "delegated"` without a
+        // `[forwarding.delegated]` table brings that table's defaults.
+        let delegated = |c: &Config| c.forwarding.delegated_settings().is_some();
+        if delegated(&running.config) != delegated(&new) {
+            diff::needs_restart(&mut changes, "forwarding.policy");
+        }
         let restart: Vec<String> = changes
             .iter()
             .filter(|c| c.effect == Effect::Restart)
@@ -379,11 +395,16 @@ impl Reloader {
         };
         let files = files::stamps(&files::tls_files(&new));
         let mut services = current.with_enabled_mechanisms(mechanisms);
-        if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
-            services.policy = self.node.policy_for(&new).map_err(Refusal::Policy)?;
-        }
-        if !context.cluster {
-            let reloaded = [&scan.report, running.plugins.reloaded()];
+        let reloaded = [&scan.report, running.plugins.reloaded()];
+        if context.cluster {
+            // Only the deny list changes the policy there (the policy and its table need a
+            // restart of every node, like the authorizer it screens).
+            if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
+                services.policy = (self.node)
+                    .policy_for(&new, &reloaded)
+                    .map_err(Refusal::Policy)?;
+            }
+        } else {
             security::renew(
                 &self.node,
                 &new,
