@@ -107,10 +107,11 @@ def assert_incremental_sessions(node, offset: int, who: str) -> None:
         f"{who}: no incremental fetches in sessions {opened}: {incremental[:20]}")
 
 
-def kafka_python_consumer(node, user: str, topic: str, partitions: int) -> KafkaConsumer:
+def kafka_python_consumer(node, user: str, topic: str, partitions: int, also: tuple[str, ...] = ()) -> KafkaConsumer:
+    """Assigned every partition of `topic` and of the topics `also` (with as many partitions)."""
     c = KafkaConsumer(**kafka_python_conf(gateway(node), "SCRAM-SHA-512", user, PORTCULLIS_ACL_USERS[user]),
                       enable_auto_commit=False, fetch_max_wait_ms=100)
-    tps = [KpTopicPartition(topic, p) for p in range(partitions)]
+    tps = [KpTopicPartition(t, p) for t in (topic, *also) for p in range(partitions)]
     c.assign(tps)
     c.seek_to_beginning(*tps)
     return c
@@ -184,10 +185,14 @@ def test_java_consumer_uses_incremental_sessions(node, unique, java, tmp_path):
 def test_revoked_read_stops_a_polling_consumer(node, unique):
     topic = new_topic(node, unique)
     grant_read(node, topic, "bob")
+    # A second topic, readable all along, keeps the session open while `topic` is denied (a
+    # session left with nothing served is closed, and the client's full fetches then decide).
+    kept = new_topic(node, unique)
+    grant_read(node, kept, "bob")
     admin = conf(node, "admin")
     first = confluent_produce(admin, topic, 20)
     offset = node.log_size()
-    c = kafka_python_consumer(node, "bob", topic, 2)
+    c = kafka_python_consumer(node, "bob", topic, 2, also=(kept,))
     try:
         assert poll_keys(c, 20) == set(first)
         revoke_read(node, topic, "bob")
