@@ -18,13 +18,12 @@ use crate::bindings::authorizer::{AuthorizerPlugin, AuthorizerPluginPre};
 use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{world_pre, Pool, Setup, State};
-
-const WORLD: &str = "authorizer-plugin";
+use crate::pool::{world_pre, Pool, Setup};
 
 world_pre!(
     AuthorizerPre,
-    AuthorizerPluginPre<State>,
+    "authorizer-plugin",
+    AuthorizerPluginPre,
     AuthorizerPlugin,
     crate::WasmKind::Authorizer,
     portcullis_plugin_authorizer
@@ -44,18 +43,10 @@ impl WasmAuthorizer {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        // Type-checks every import and export against the world once, here.
-        let pre = runtime.prepare(
-            path,
-            component,
-            WORLD,
-            &setup.limits.grant,
-            AuthorizerPluginPre::new,
-        )?;
         let rule = DecidingRule::Plugin {
             plugin: Arc::clone(&setup.name),
         };
-        let pool = Pool::new(AuthorizerPre(pre), runtime.engine().clone(), setup)?;
+        let pool = AuthorizerPre::pool(runtime, path, component, setup)?;
         Ok(Self { pool, rule })
     }
 

@@ -16,13 +16,12 @@ use crate::bindings::events::{EventSubscriberPlugin, EventSubscriberPluginPre};
 use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::WasmError;
-use crate::pool::{world_pre, Pool, Setup, State};
-
-const WORLD: &str = "event-subscriber-plugin";
+use crate::pool::{world_pre, Pool, Setup};
 
 world_pre!(
     SubscriberPre,
-    EventSubscriberPluginPre<State>,
+    "event-subscriber-plugin",
+    EventSubscriberPluginPre,
     EventSubscriberPlugin,
     crate::WasmKind::EventSubscriber,
     portcullis_plugin_event_subscriber
@@ -40,14 +39,7 @@ impl WasmEventSubscriber {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let pre = runtime.prepare(
-            path,
-            component,
-            WORLD,
-            &setup.limits.grant,
-            EventSubscriberPluginPre::new,
-        )?;
-        let pool = Pool::new(SubscriberPre(pre), runtime.engine().clone(), setup)?;
+        let pool = SubscriberPre::pool(runtime, path, component, setup)?;
         Ok(Self { pool })
     }
 }

@@ -16,13 +16,12 @@ use crate::bindings::mechanism::exports::portcullis::plugin::sasl_mechanism as w
 use crate::bindings::mechanism::{MechanismPlugin, MechanismPluginPre};
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{world_pre, Failed, Pool, Setup, Slot, State};
-
-const WORLD: &str = "mechanism-plugin";
+use crate::pool::{world_pre, Failed, Pool, Setup, Slot};
 
 world_pre!(
     MechanismPre,
-    MechanismPluginPre<State>,
+    "mechanism-plugin",
+    MechanismPluginPre,
     MechanismPlugin,
     crate::WasmKind::SaslMechanism,
     portcullis_plugin_sasl_mechanism
@@ -40,15 +39,7 @@ impl WasmMechanism {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        // Type-checks every import and export against the world once, here.
-        let pre = runtime.prepare(
-            path,
-            component,
-            WORLD,
-            &setup.limits.grant,
-            MechanismPluginPre::new,
-        )?;
-        let pool = Pool::new(MechanismPre(pre), runtime.engine().clone(), setup)?;
+        let pool = MechanismPre::pool(runtime, path, component, setup)?;
         Ok(Self {
             pool: Arc::new(pool),
         })

@@ -149,8 +149,29 @@ pub(crate) trait Instantiate: Send + Sync + 'static {
 /// [`Instantiate`] of plugin kind `$kind`: instances are `$bindings`, and `init` is the `init` of
 /// the exported interface `$interface` (the accessor `bindgen!` names after it).
 macro_rules! world_pre {
-    ($pre:ident, $typed_pre:ty, $bindings:ty, $kind:expr, $interface:ident) => {
-        pub(crate) struct $pre(pub(crate) $typed_pre);
+    ($pre:ident, $world:literal, $typed_pre:ident, $bindings:ty, $kind:expr, $interface:ident) => {
+        pub(crate) struct $pre(pub(crate) $typed_pre<$crate::pool::State>);
+
+        impl $pre {
+            /// Type-checks every import and export of `component` against the world once, here,
+            /// and creates the pool of its instances (the first one initialised with the
+            /// plugin's table).
+            pub(crate) fn pool(
+                runtime: &$crate::engine::WasmRuntime,
+                path: &std::path::Path,
+                component: &wasmtime::component::Component,
+                setup: $crate::pool::Setup,
+            ) -> Result<$crate::pool::Pool<Self>, $crate::error::WasmError> {
+                let pre = runtime.prepare(
+                    path,
+                    component,
+                    $world,
+                    &setup.limits.grant,
+                    $typed_pre::new,
+                )?;
+                $crate::pool::Pool::new(Self(pre), runtime.engine().clone(), setup)
+            }
+        }
 
         impl $crate::pool::Instantiate for $pre {
             const KIND: $crate::WasmKind = $kind;

@@ -14,13 +14,12 @@ use crate::bindings::principal::exports::portcullis::plugin::principal_builder a
 use crate::bindings::principal::{PrincipalBuilderPlugin, PrincipalBuilderPluginPre};
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
-use crate::pool::{world_pre, Pool, Setup, State};
-
-const WORLD: &str = "principal-builder-plugin";
+use crate::pool::{world_pre, Pool, Setup};
 
 world_pre!(
     PrincipalPre,
-    PrincipalBuilderPluginPre<State>,
+    "principal-builder-plugin",
+    PrincipalBuilderPluginPre,
     PrincipalBuilderPlugin,
     crate::WasmKind::PrincipalBuilder,
     portcullis_plugin_principal_builder
@@ -38,14 +37,7 @@ impl WasmPrincipalBuilder {
         component: &Component,
         setup: Setup,
     ) -> Result<Self, WasmError> {
-        let pre = runtime.prepare(
-            path,
-            component,
-            WORLD,
-            &setup.limits.grant,
-            PrincipalBuilderPluginPre::new,
-        )?;
-        let pool = Pool::new(PrincipalPre(pre), runtime.engine().clone(), setup)?;
+        let pool = PrincipalPre::pool(runtime, path, component, setup)?;
         Ok(Self { pool })
     }
 
