@@ -771,6 +771,24 @@ mod tests {
             applied(&plan, ApiKey::Fetch, version, &answer(id, served))
         }
 
+        /// Session 42, opened at v12 on partition 0 of topic `a`, which `authz` allows.
+        fn session_on_a() -> (
+            std::sync::Arc<dyn crate::authorizer::Authorizer>,
+            FetchSessions,
+        ) {
+            let authz = allow(&["a"]);
+            let sessions = FetchSessions::new();
+            open(
+                &authz,
+                &sessions,
+                12,
+                42,
+                vec![topic("a", &[0])],
+                &[("a", &[0])],
+            );
+            (authz, sessions)
+        }
+
         #[test]
         fn sessions_pass_through_and_incremental_fetches_are_forwarded_as_sent() {
             let authz = allow(&["a"]);
@@ -800,16 +818,7 @@ mod tests {
 
         #[test]
         fn unknown_sessions_and_wrong_epochs_are_answered_locally() {
-            let authz = allow(&["a"]);
-            let sessions = FetchSessions::new();
-            open(
-                &authz,
-                &sessions,
-                12,
-                42,
-                vec![topic("a", &[0])],
-                &[("a", &[0])],
-            );
+            let (authz, sessions) = session_on_a();
             // Another connection's session id: never forwarded.
             let other = FetchSessions::new();
             for (table, id, epoch, code) in [
@@ -956,16 +965,7 @@ mod tests {
 
         #[test]
         fn incremental_additions_are_authorized() {
-            let authz = allow(&["a"]);
-            let sessions = FetchSessions::new();
-            open(
-                &authz,
-                &sessions,
-                12,
-                42,
-                vec![topic("a", &[0])],
-                &[("a", &[0])],
-            );
+            let (authz, sessions) = session_on_a();
             let f = frame(
                 ApiKey::Fetch,
                 12,
@@ -1008,16 +1008,7 @@ mod tests {
 
         #[test]
         fn closing_and_replacing_touch_only_this_connections_sessions() {
-            let authz = allow(&["a"]);
-            let sessions = FetchSessions::new();
-            open(
-                &authz,
-                &sessions,
-                12,
-                42,
-                vec![topic("a", &[0])],
-                &[("a", &[0])],
-            );
+            let (authz, sessions) = session_on_a();
             // Someone else's id: made sessionless / a plain opening, so it is not closed upstream.
             let f = frame(ApiKey::Fetch, 12, &fetch(99, -1, vec![topic("a", &[0])]));
             let sent: FetchRequest = request_body(&forwarded(&run_in(&authz, &f, &sessions)).0);
