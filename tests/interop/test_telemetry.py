@@ -75,11 +75,13 @@ exporters:
 
 
 @pytest.fixture(scope="module")
-def jaeger(run_dir):
+def jaeger(run_dir, request):
     binary = os.environ.get("JAEGER_BIN")
     if not binary or not os.access(binary, os.X_OK):
         raise RuntimeError("JAEGER_BIN must name the Jaeger binary: scripts/test.sh builds it with scripts/lib/jaeger.sh")
-    workdir = run_dir / "jaeger"
+    # One Jaeger per module that uses the fixture (test_reload_telemetry imports it), each in a
+    # directory of its own: one pytest worker may run both modules.
+    workdir = run_dir / f"jaeger-{request.module.__name__}"
     workdir.mkdir(parents=True, exist_ok=False)
     query, query_grpc, otlp_grpc, otlp_http, pushed_metrics = free_ports(5)
     config = workdir / "jaeger.yaml"
