@@ -298,11 +298,7 @@ fn full(
     if !denied.is_empty() {
         parsed.topics.span.keep_only(&keep, &mut edits);
     }
-    let frame = if edits.is_empty() {
-        req.frame.clone()
-    } else {
-        req.rewritten(edits)
-    };
+    let frame = req.rewritten(edits);
     Ok(Outcome::Forward(
         frame,
         Rewrite::Fetch(Merge {
@@ -450,11 +446,7 @@ fn incremental(
     if let (false, Some(forgotten)) = (revoked.is_empty(), &parsed.forgotten) {
         forget(req.flexible, forgotten, &revoked, &mut edits);
     }
-    let frame = if edits.is_empty() {
-        req.frame.clone()
-    } else {
-        req.rewritten(edits)
-    };
+    let frame = req.rewritten(edits);
     Ok(Outcome::Forward(
         frame,
         Rewrite::Fetch(Merge {

@@ -144,11 +144,7 @@ pub(crate) fn enforce(req: &Request<'_>, chk: &mut Checker<'_>) -> Result<Outcom
     };
     // Every Metadata response is rewritten: authorized-operations bitfields from the upstream
     // describe Portcullis' service identity, never this principal.
-    let frame = if edits.is_empty() {
-        req.frame.clone()
-    } else {
-        req.rewritten(edits)
-    };
+    let frame = req.rewritten(edits);
     Ok(Outcome::Forward(frame, Rewrite::Metadata(plan)))
 }
 

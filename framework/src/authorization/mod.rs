@@ -238,8 +238,12 @@ impl<'a> Request<'a> {
         Ok(Outcome::Respond(bytes))
     }
 
-    /// The frame with these body edits applied.
+    /// The frame with these body edits applied (the client's own bytes, shared, when there are
+    /// none).
     pub(crate) fn rewritten(&self, edits: Vec<wire::Edit>) -> Bytes {
+        if edits.is_empty() {
+            return self.frame.clone();
+        }
         wire::rewrite(self.frame, self.header.header_len, edits)
     }
 }

@@ -237,11 +237,7 @@ pub(crate) fn describe_transactions(
     if !denied.is_empty() {
         span.keep_only(&keep, &mut edits);
     }
-    let frame = if edits.is_empty() {
-        req.frame.clone()
-    } else {
-        req.rewritten(edits)
-    };
+    let frame = req.rewritten(edits);
     Ok(Outcome::Forward(
         frame,
         Rewrite::Txn(Merge::DescribeTransactions { denied }),
