@@ -173,6 +173,13 @@ finish() {
     [[ -f $out ]] || continue
     grep -E '^(FAILED|ERROR) ' "$out" | cut -c1-400 | sed "s|^|  $(basename "$out" .txt): |" || true
   done
+  # And the last lines of the failures' own messages (pytest's `E ` lines), which the one-line
+  # reason cuts at its first line break: often all a CI log keeps of a rare failure.
+  for out in "$RUN_DIR/pytest-output.txt" "$RUN_DIR/pytest-kafka-store-output.txt"; do
+    [[ -f $out ]] && grep -qE '^(FAILED|ERROR) ' "$out" || continue
+    echo "  last failure lines of $(basename "$out" .txt):"
+    grep -E '^E ' "$out" | tail -n 25 | cut -c1-300 | sed 's/^/    /' || true
+  done
   if ((failed)) && ! ((keep)) && rmdir "$RUN_DIR" 2>/dev/null; then
     : # nothing in it (the run stopped before writing anything, e.g. at the lint step)
   elif ((failed)) || ((keep)); then

@@ -325,7 +325,10 @@ class PortcullisProcess:
         # The password goes in as `echo pw | portcullis scram add ...` would send it.
         r = subprocess.run(cmd, input=password + "\n", capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+            # On one line: pytest's short summary (and so a CI log) keeps only a reason's first.
+            said = " | ".join(line for line in (r.stdout + r.stderr).splitlines() if line.strip())
+            raise RuntimeError(f"scram add of {user} ({mechanism}) failed ({r.returncode}): {said}; "
+                               f"command: {' '.join(cmd)}")
 
     def start(self, timeout: float = 30.0, wait: bool = True) -> None:
         """Starts the process; with `wait`, returns once its bootstrap and broker ports accept."""

@@ -48,7 +48,10 @@ class Settings:
 class ReloadNode:
     """A dedicated Portcullis whose configuration the test rewrites."""
 
-    def __init__(self, launcher: Launcher, name: str, settings: Settings):
+    def __init__(self, launcher: Launcher, name: str, settings: Settings, add_users: bool = True):
+        """`add_users=False` for a further node of a kafka-store cluster: the users are in the
+        cluster's topic already, and `scram add` there opens the cluster's transactional id, which
+        races with the running node being elected writer (one of them is fenced)."""
         workdir = launcher.run_dir / f"portcullis-{name}"
         workdir.mkdir(parents=True, exist_ok=False)
         (workdir / "plugins").mkdir()
@@ -61,7 +64,7 @@ class ReloadNode:
         self.binary = launcher.binary
         self.settings = settings
         self.write(settings)
-        for user, password in PORTCULLIS_USERS.items():
+        for user, password in PORTCULLIS_USERS.items() if add_users else ():
             self.process.scram_add(user, password, "SCRAM-SHA-512")
             self.process.scram_add(user, password, "SCRAM-SHA-256")
         self.process.start()

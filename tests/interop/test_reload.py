@@ -300,7 +300,9 @@ def test_cluster_status_shows_each_nodes_config_fingerprint(launcher, run_dir, u
                               listener_port=inter_node_port)
         s = Settings(node_id=i, tail=tail, plugin_dir=shared_plugins, super_users=["User:admin"])
         settings.append(s)
-        nodes.append(ReloadNode(launcher, f"{cluster_id}-{i}", s))
+        # The users go into the cluster's topic once, before any node runs (cluster_support does
+        # the same): node 2's `scram add` would race with node 1's election as writer.
+        nodes.append(ReloadNode(launcher, f"{cluster_id}-{i}", s, add_users=i == 1))
 
     def both_reported():
         got = cluster_fingerprints(nodes[0].binary, nodes[0].config)

@@ -36,8 +36,15 @@ pub fn write_offline(
     let messages: Vec<_> = records.iter().map(codec::encode).collect();
     match writer.write(&messages, None) {
         Ok(offsets) => Ok(offsets.first().copied().unwrap_or(0).max(0) as u64),
-        Err(WriteError::Fenced(e) | WriteError::Failed(e)) => {
-            Err(StoreError::Unavailable(e.to_string()))
-        }
+        // Starting this producer fenced the cluster's writer; a running node then takes the
+        // role back, fencing this one before it commits. Say so: the tool is for set-up.
+        Err(WriteError::Fenced(e)) => Err(StoreError::Unavailable(format!(
+            "a running node of cluster {} took the writer role back before this write committed \
+             ({e}); nothing was written. This tool is for setting a cluster up before its nodes \
+             start: on a running cluster, change SCRAM credentials with AlterUserScramCredentials \
+             (kafka-configs --alter --entity-type users) through Portcullis",
+            settings.cluster_id
+        ))),
+        Err(WriteError::Failed(e)) => Err(StoreError::Unavailable(e.to_string())),
     }
 }
