@@ -171,12 +171,12 @@ finish() {
   local out
   for out in "$RUN_DIR/pytest-output.txt" "$RUN_DIR/pytest-kafka-store-output.txt"; do
     [[ -f $out ]] || continue
-    grep -E '^(FAILED|ERROR) ' "$out" | cut -c1-400 | sed "s|^|  $(basename "$out" .txt): |" || true
+    grep -E '^(FAILED|ERROR) [^ ]+\.py' "$out" | cut -c1-400 | sed "s|^|  $(basename "$out" .txt): |" || true
   done
   # And the last lines of the failures' own messages (pytest's `E ` lines), which the one-line
   # reason cuts at its first line break: often all a CI log keeps of a rare failure.
   for out in "$RUN_DIR/pytest-output.txt" "$RUN_DIR/pytest-kafka-store-output.txt"; do
-    [[ -f $out ]] && grep -qE '^(FAILED|ERROR) ' "$out" || continue
+    [[ -f $out ]] && grep -qE '^(FAILED|ERROR) [^ ]+\.py' "$out" || continue
     echo "  last failure lines of $(basename "$out" .txt):"
     grep -E '^E ' "$out" | tail -n 25 | cut -c1-300 | sed 's/^/    /' || true
   done

@@ -190,3 +190,88 @@ def test_a_broken_authorizer_choice_refuses_the_reload_and_the_old_one_decides(l
     # The plugin's instance with "." still decides.
     assert produces(node, "alice", own)
     assert not produces(node, "carol", own)
+
+
+
+def test_an_authorizer_chosen_by_reload_on_each_node_of_a_cluster_decides_forwarded_mutations_too(
+        launcher, kafka_env, run_dir, unique):
+    """Two nodes of one kafka-store cluster start with `acl`; the prefix authorizer, dropped into
+    their plugin directory, is chosen by a reload on each, and later `acl` again. Each choice
+    decides topics on both nodes, and also the mutations the cluster's writer runs: alice's
+    AlterUserScramCredentials (ALTER on the cluster, which `acl` refuses her and the prefix
+    authorizer allows anyone) through either node, one of which forwards it to the other in an
+    Envelope that the writer admits and decides with what its last reload chose."""
+    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,  # noqa: PLC0415
+                                       UserScramCredentialUpsertion)
+
+    from cluster_support import cluster_tls, node_principal, store_sections  # noqa: PLC0415
+    from reload_support import free_ports, wait_for  # noqa: PLC0415
+
+    cluster_id = unique("reload-authz-cluster")
+    tls = cluster_tls(run_dir / cluster_id)
+    plugins = run_dir / f"{cluster_id}-plugins"
+    plugins.mkdir()
+    names = [f"{cluster_id}-node-{i}" for i in (1, 2)]
+    # Under `acl` the nodes' certificate principals are super users: they may forward mutations.
+    super_users = ["User:carol"] + [node_principal(n) for n in names]
+    tails = [store_sections(tls, cluster_id=cluster_id, node_name=n, listener_port=free_ports(1)[0]) for n in names]
+
+    def acl_on(i: int) -> Settings:
+        return Settings(node_id=i + 1, tail=tails[i], plugin_dir=plugins, super_users=super_users)
+
+    def prefix_on(i: int) -> Settings:
+        s = prefix_settings(".", plugins)
+        # `super_users` as under `acl`: a change of it together with the plugin needs a restart.
+        s.node_id, s.tail = i + 1, tails[i] + s.tail.replace('["User:carol"]', "[" + ", ".join(
+            f'"{u}"' for u in super_users) + "]")
+        return s
+
+    def reload_all(settings) -> None:
+        for i, node in enumerate(nodes):
+            node.write(settings(i))
+            r = node.reload()
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert "authorizer.plugin" in r.stdout, r.stdout
+
+    def upsert_through(node: ReloadNode, user: str) -> int:
+        """alice sets `user`'s SCRAM-SHA-512 password through `node`: the error code (0: done)."""
+        admin = AdminClient(confluent_conf(node.gateway(), "SCRAM-SHA-512", "alice", PASSWORDS["alice"]))
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                              f"{user}-pw".encode())
+        try:
+            admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
+            return 0
+        except KafkaException as e:
+            return e.args[0].code()
+
+    def logs_in(node: ReloadNode, user: str) -> bool:
+        conf = confluent_conf(node.gateway(), "SCRAM-SHA-512", user, f"{user}-pw")
+        try:
+            AdminClient(conf).list_topics(timeout=10)
+            return True
+        except KafkaException:
+            return False
+
+    nodes = [ReloadNode(launcher, f"{cluster_id}-{i + 1}", acl_on(i), add_users=i == 0) for i in (0, 1)]
+    own = f"alice.{unique('t')}"
+    create_topics(kafka_env, own)
+    users = [f"{cluster_id}-user-{i}" for i in (1, 2)]
+    for node, user in zip(nodes, users):
+        assert not produces(node, "alice", own)
+        assert upsert_through(node, user) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    drop_in(plugins)
+    reload_all(prefix_on)
+    for node, user in zip(nodes, users):
+        assert produces(node, "alice", own)
+        assert upsert_through(node, user) == 0
+    # Written once, by the writer, and followed by both nodes.
+    for node in nodes:
+        for user in users:
+            wait_for(lambda n=node, u=user: logs_in(n, u), 10, f"{user} logs in through {node.process.name}")
+
+    reload_all(acl_on)
+    for node, user in zip(nodes, users):
+        assert not produces(node, "alice", own)
+        assert upsert_through(node, user) == KafkaError.CLUSTER_AUTHORIZATION_FAILED

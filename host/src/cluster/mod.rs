@@ -31,6 +31,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use portcullis::authorizer::Authorizer;
 use portcullis::connection::RequestError;
@@ -80,17 +81,28 @@ pub enum Answer {
     Close(RequestError),
 }
 
+/// What the cluster part decides with: the node's, replaced as a whole when a reload chooses
+/// another authorizer or principal builder ([`Cluster::renew`]).
+#[derive(Clone)]
+pub struct Deciders {
+    /// The local handlers (the writer runs mutations with them).
+    pub handlers: Vec<Arc<dyn LocalHandler>>,
+    /// The node's authorizer (ClusterAction of forwarding peers).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The node's principal builder: it names inter-node peers from their certificates, as it
+    /// names clients on every other listener.
+    pub principal_builder: Arc<dyn PrincipalBuilder>,
+}
+
 /// The node's part in its cluster.
 pub struct Cluster {
     store: Arc<KafkaMetadataStore>,
     /// The node's append queue, not its `StoreWriter`: the store writer carries this cluster, so
     /// the cluster appends beneath it.
     writer: AppendQueue,
-    handlers: Vec<Arc<dyn LocalHandler>>,
-    authorizer: Option<Arc<dyn Authorizer>>,
-    /// The node's principal builder: it names inter-node peers from their certificates, as it
-    /// names clients on every other listener.
-    principal_builder: Arc<dyn PrincipalBuilder>,
+    /// One snapshot per mutation and per peer connection: a reload swaps in the next, and what
+    /// runs keeps the one it took.
+    deciders: ArcSwap<Deciders>,
     peers: forward::Peers,
     node_id: i32,
     forward_timeout: Duration,
@@ -103,12 +115,8 @@ pub struct Parts {
     pub store: Arc<KafkaMetadataStore>,
     /// The node's append queue.
     pub writer: AppendQueue,
-    /// The local handlers (the writer runs mutations with them).
-    pub handlers: Vec<Arc<dyn LocalHandler>>,
-    /// The node's authorizer (ClusterAction of forwarding peers).
-    pub authorizer: Option<Arc<dyn Authorizer>>,
-    /// The node's principal builder (names peers from their certificates).
-    pub principal_builder: Arc<dyn PrincipalBuilder>,
+    /// What it decides with, until a reload renews it.
+    pub deciders: Deciders,
     /// The request ids and the table of applied requests.
     pub idempotence: idempotence::Idempotence,
 }
@@ -131,9 +139,7 @@ impl Cluster {
         Ok(Self {
             store: parts.store,
             writer: parts.writer,
-            handlers: parts.handlers,
-            authorizer: parts.authorizer,
-            principal_builder: parts.principal_builder,
+            deciders: ArcSwap::from_pointee(parts.deciders),
             peers: forward::Peers::new(config, node_id)?,
             node_id,
             forward_timeout: Duration::from_millis(config.forward_timeout_ms),
@@ -154,7 +160,22 @@ impl Cluster {
         tls: &TlsPeer,
         address: IpAddr,
     ) -> Result<Principal, PrincipalError> {
-        peer_principal(self.principal_builder.as_ref(), tls, address)
+        peer_principal(
+            self.deciders.load().principal_builder.as_ref(),
+            tls,
+            address,
+        )
+    }
+
+    /// What a reload chose: mutations and peer connections that start from now on use it;
+    /// those under way finish with what they took.
+    pub fn renew(&self, deciders: Deciders) {
+        self.deciders.store(Arc::new(deciders));
+    }
+
+    /// What the cluster part decides with now.
+    pub fn deciders(&self) -> Arc<Deciders> {
+        self.deciders.load_full()
     }
 
     /// The shared store.
@@ -261,8 +282,9 @@ impl Cluster {
             self.idempotence.wait_for_answer(id).await;
         }
         let token_hmac = |token_id: &str| self.idempotence.token_hmac(token_id);
+        let deciders = self.deciders.load_full();
         let writer = Writer {
-            handlers: &self.handlers,
+            handlers: &deciders.handlers,
             applied: &self.idempotence.applied,
             token_hmac: &token_hmac,
         };
@@ -291,7 +313,8 @@ impl Cluster {
     ) -> bool {
         use portcullis::acl::{AclOperation, ResourceType, CLUSTER_NAME};
         use portcullis::authorizer::{Action, Decision, RequestContext};
-        let Some(authorizer) = &self.authorizer else {
+        let deciders = self.deciders.load();
+        let Some(authorizer) = &deciders.authorizer else {
             return true;
         };
         let context = RequestContext::new(

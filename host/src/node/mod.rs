@@ -237,9 +237,11 @@ impl Node {
                 let parts = crate::cluster::Parts {
                     store: Arc::clone(shared),
                     writer: writer.appends().clone(),
-                    handlers: local_handlers.clone(),
-                    authorizer: authorizer.clone(),
-                    principal_builder: Arc::clone(&assembly.principal_builder),
+                    deciders: crate::cluster::Deciders {
+                        handlers: local_handlers.clone(),
+                        authorizer: authorizer.clone(),
+                        principal_builder: Arc::clone(&assembly.principal_builder),
+                    },
                     idempotence,
                 };
                 let cluster = crate::cluster::Cluster::new(cluster_config, config.node.id, parts)

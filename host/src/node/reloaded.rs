@@ -36,6 +36,9 @@ pub struct ReloadedSecurity {
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// The locally served security APIs, on the new authorizer.
     pub local_handlers: Vec<Arc<dyn LocalHandler>>,
+    /// The authorizer itself, also when the upstream authorizes forwarded requests: what the
+    /// local security APIs and, in a cluster, the inter-node listener consult.
+    pub local_authorizer: Option<Arc<dyn Authorizer>>,
 }
 
 impl Node {
@@ -65,8 +68,11 @@ impl Node {
             config.delegation_tokens.accept_token_without_extension,
         );
         Ok(ReloadedSecurity {
-            authorizer: full.filter(|_| !config.forwarding.upstream_authorizes()),
+            authorizer: full
+                .clone()
+                .filter(|_| !config.forwarding.upstream_authorizes()),
             local_handlers: handlers,
+            local_authorizer: full,
         })
     }
 

@@ -24,14 +24,13 @@ const LIVE: &[&str] = &[
     "forwarding.deny_api_keys",
     "telemetry.trace_sample_ratio",
     "events.subscribers",
+    // The forwarding policy screens the authorizer, so a new one builds the authorizer again
+    // (see `needs_restart` for `delegated`); in a cluster the inter-node listener takes the new
+    // authorizer and principal builder too.
+    "authorizer.plugin",
+    "principal.plugin",
+    "forwarding.policy",
 ];
-
-/// Live on a node of its own; in a cluster the inter-node listener (KIP-590 envelopes) keeps the
-/// authorizer and principal builder it was started with, and all nodes must decide alike, so
-/// there they need a restart (of every node). The forwarding policy screens the authorizer, so
-/// it goes with it (and see [`needs_restart`] for `delegated`).
-const LIVE_WITHOUT_CLUSTER: &[&str] =
-    &["authorizer.plugin", "principal.plugin", "forwarding.policy"];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
 /// settings once, when it is built).
@@ -53,8 +52,6 @@ pub struct Context {
     pub file_store: bool,
     /// OAUTHBEARER's validator runs (the node started with OAUTHBEARER enabled).
     pub oauth: bool,
-    /// The node is one of a cluster (a shared store and an inter-node listener).
-    pub cluster: bool,
 }
 
 /// Tables whose presence decides what the node runs (TLS or not, an authorizer or none):
@@ -145,7 +142,6 @@ fn effect_of(key: &str, context: Context) -> Effect {
         || (context.acl && LIVE_WITH_ACL.iter().any(under))
         || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
         || (context.oauth && LIVE_WITH_OAUTH.iter().any(under))
-        || (!context.cluster && LIVE_WITHOUT_CLUSTER.iter().any(under))
     {
         Effect::Live
     } else {
@@ -214,7 +210,6 @@ super_users = ["User:admin"]
             acl,
             file_store: true,
             oauth: false,
-            cluster: false,
         };
         changes(&old, &new, context)
             .into_iter()
@@ -232,7 +227,6 @@ super_users = ["User:admin"]
             acl: true,
             file_store: true,
             oauth: false,
-            cluster: false,
         };
         let mut found = changes(&old, &new, context);
         plugin_tables_live(&mut found, &["X-NEW", "X-NE"]);
@@ -256,7 +250,6 @@ super_users = ["User:admin"]
                 acl: true,
                 file_store: true,
                 oauth: false,
-                cluster: false,
             },
         );
         let effects = |found: &[Change]| -> Vec<(String, Effect)> {
@@ -294,7 +287,6 @@ super_users = ["User:admin"]
                 acl: true,
                 file_store: true,
                 oauth,
-                cluster: false,
             };
             changes(&old, &new, context)
                 .into_iter()
@@ -311,21 +303,19 @@ super_users = ["User:admin"]
     }
 
     #[test]
-    fn the_authorizer_and_principal_builder_choice_is_live_except_in_a_cluster() {
+    fn the_authorizer_principal_builder_and_policy_choice_is_live_on_any_store() {
         let single = Context {
             acl: true,
             file_store: true,
             oauth: false,
-            cluster: false,
         };
         let cluster = Context {
-            cluster: true,
             file_store: false,
             ..single
         };
         for key in ["authorizer.plugin", "principal.plugin", "forwarding.policy"] {
             assert_eq!(effect_of(key, single), Effect::Live, "{key}");
-            assert_eq!(effect_of(key, cluster), Effect::Restart, "{key}");
+            assert_eq!(effect_of(key, cluster), Effect::Live, "{key}");
         }
         // allow_everyone_if_no_acl_found: live while the built-in authorizer reads it.
         assert_eq!(
@@ -426,7 +416,6 @@ super_users = ["User:admin"]
             acl: true,
             file_store: true,
             oauth: false,
-            cluster: false,
         };
         // `limits_x` is not under `limits`.
         assert_eq!(effect_of("limitsx.max", context), Effect::Restart);
@@ -442,7 +431,6 @@ super_users = ["User:admin"]
             acl: false,
             file_store: true,
             oauth: false,
-            cluster: false,
         };
         let kafka = Context {
             file_store: false,

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use portcullis_plugin_acl::super_users::{self, InvalidSuperUser};
 use sha2::{Digest, Sha256};
 
+use crate::cluster::Deciders;
 use crate::config::{self, Config, ConfigError};
 use crate::node::{Node, NodeError};
 use crate::plugin_config::{PluginConfigError, PluginTables};
@@ -258,9 +259,8 @@ impl Reloader {
             acl: acl(&running.config) && acl(&new),
             file_store: running.config.store.kind == crate::config::StoreKind::File,
             oauth: self.node.oauth.is_some(),
-            cluster: self.node.cluster.is_some(),
         };
-        let renewable = security::renewable(context.cluster);
+        let renewable = security::RENEWABLE;
         // New and changed plugin libraries are loaded (running their init) before anything is
         // decided: their configuration tables may change with them, and a plugin that refuses to
         // start refuses the reload. What they load stays mapped even when the reload is refused.
@@ -396,29 +396,24 @@ impl Reloader {
         let files = files::stamps(&files::tls_files(&new));
         let mut services = current.with_enabled_mechanisms(mechanisms);
         let reloaded = [&scan.report, running.plugins.reloaded()];
-        if context.cluster {
-            // Only the deny list changes the policy there (the policy and its table need a
-            // restart of every node, like the authorizer it screens).
-            if changes.iter().any(|c| c.key == "forwarding.deny_api_keys") {
-                services.policy = (self.node)
-                    .policy_for(&new, &reloaded)
-                    .map_err(Refusal::Policy)?;
-            }
-        } else {
-            security::renew(
-                &self.node,
-                &new,
-                &changes,
-                &scan.report,
-                &reloaded,
-                &mut services,
-            )?;
-        }
+        let mut deciders = (self.node.cluster.as_ref()).map(|c| Deciders::clone(&c.deciders()));
+        security::renew(
+            &self.node,
+            &new,
+            &changes,
+            &scan.report,
+            &reloaded,
+            &mut services,
+            deciders.as_mut(),
+        )?;
         let services = Arc::new(services);
         // The last step that can fail builds the TLS acceptor (reading the files) and then
-        // publishes the whole snapshot; the built-in authorizer's settings follow (they cannot
-        // fail any more).
+        // publishes the whole snapshot; the cluster part's deciders and the built-in
+        // authorizer's settings follow (they cannot fail any more).
         self.listener.apply(&new, services)?;
+        if let (Some(cluster), Some(deciders)) = (&self.node.cluster, deciders) {
+            cluster.renew(deciders);
+        }
         if let Some(subscribers) = subscribers {
             // Only a thread that cannot be started fails here; the old subscribers run on then,
             // and the log says so (the rest of the reload is applied).

@@ -7,37 +7,35 @@
 //! next re-authentication use it; a connection holds the `Arc`s of the snapshot it took, so an
 //! instance is dropped only after its last user.
 //!
-//! On a node of a cluster none of them changes live (see `diff`): this is not called there.
+//! On a node of a cluster the inter-node listener and the mutations this node runs as the
+//! cluster's writer take the new authorizer (with its local security APIs) and principal builder
+//! too ([`Deciders`]): a peer connection or mutation under way keeps what it started with.
+
+use std::sync::Arc;
 
 use portcullis::connection::NodeServices;
 use portcullis::PluginKind;
 
 use super::diff::Change;
 use super::Refusal;
+use crate::cluster::Deciders;
 use crate::config::Config;
 use crate::node::Node;
 use crate::plugin_loader::PluginLoadReport;
 
-/// The plugin kinds a reload creates anew when their table changes, on a node of its own or of a
-/// cluster.
-pub(super) fn renewable(cluster: bool) -> &'static [PluginKind] {
-    if cluster {
-        &[PluginKind::SaslMechanism, PluginKind::EventSubscriber]
-    } else {
-        &[
-            PluginKind::SaslMechanism,
-            PluginKind::Authorizer,
-            PluginKind::PrincipalBuilder,
-            PluginKind::ForwardingPolicy,
-            PluginKind::EventSubscriber,
-        ]
-    }
-}
+/// The plugin kinds a reload creates anew when their table changes.
+pub(super) const RENEWABLE: &[PluginKind] = &[
+    PluginKind::SaslMechanism,
+    PluginKind::Authorizer,
+    PluginKind::PrincipalBuilder,
+    PluginKind::ForwardingPolicy,
+    PluginKind::EventSubscriber,
+];
 
 /// Builds the forwarding policy, the authorizer (with the local security APIs on it) and the
 /// principal builder `new` chooses into `services`, when the choice changed or `this_reload` (the
 /// libraries this reload loaded) has a new instance of the one chosen; `reloaded` are the reloads'
-/// plugins, newest first.
+/// plugins, newest first. On a node of a cluster, `deciders` (its cluster part's) get the same.
 ///
 /// # Errors
 /// [`Refusal::Policy`] or [`Refusal::Security`]: no such plugin, a plugin that refused its
@@ -51,6 +49,7 @@ pub(super) fn renew(
     this_reload: &PluginLoadReport,
     reloaded: &[&PluginLoadReport],
     services: &mut NodeServices,
+    deciders: Option<&mut Deciders>,
 ) -> Result<(), Refusal> {
     let changed = |key: &str| changes.iter().any(|c| c.key == key);
     let policy_renewed = changed("forwarding.policy")
@@ -104,6 +103,15 @@ pub(super) fn renew(
     };
     if let Some(policy) = policy {
         services.policy = policy;
+    }
+    if let Some(deciders) = deciders {
+        if let Some(security) = &security {
+            deciders.handlers.clone_from(&security.local_handlers);
+            deciders.authorizer.clone_from(&security.local_authorizer);
+        }
+        if let Some(builder) = &builder {
+            deciders.principal_builder = Arc::clone(builder);
+        }
     }
     if let Some(security) = security {
         services.authorizer = security.authorizer;
