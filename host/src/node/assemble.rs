@@ -178,7 +178,7 @@ pub(super) fn build_policy(
 
 /// The login module for SASL upstreams (`None` for a PLAINTEXT upstream), wrapped so that a
 /// module handing over a password gets the host's built-in client for its mechanism.
-fn upstream_login(
+pub(super) fn upstream_login(
     config: &Config,
     context: &HostContext,
     plugins: &PluginLoadReport,

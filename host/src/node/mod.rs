@@ -36,7 +36,6 @@ use portcullis::authorizer::Authorizer;
 use portcullis::connection::NodeServices;
 use portcullis::credentials::{CredentialView, InMemoryCredentials, NoTokens, TokenView};
 use portcullis::events::EventBus;
-use portcullis::login::LoginModule;
 use portcullis::metrics::SecurityMetrics;
 use portcullis::reauth::ReauthScheduler;
 use portcullis::registry::{self, LiveAllowEveryone, LiveSuperUsers};
@@ -94,8 +93,8 @@ pub struct Node {
     /// one is configured; `None` without one, or when the upstream decides
     /// (`[forwarding.delegated] authorizer = "upstream"`; the local APIs still use it).
     pub services: Arc<NodeServices>,
-    /// Portcullis' own login upstream, for SASL upstreams.
-    pub upstream_login: Option<Arc<dyn LoginModule>>,
+    /// Portcullis' own login upstream, for SASL upstreams (a reload may store another module).
+    pub upstream_login: Option<Arc<crate::server::upstream::LoginSlot>>,
     /// What the plugin directory held: loaded plugins and refused files.
     pub plugins: PluginLoadReport,
     /// The services plugins got; plugin metrics and subscriber counts.
@@ -126,7 +125,10 @@ impl fmt::Debug for Node {
             .field("services", &self.services)
             .field(
                 "upstream_login",
-                &self.upstream_login.as_ref().map(|l| l.mechanism()),
+                &self
+                    .upstream_login
+                    .as_ref()
+                    .map(|l| l.load().module.mechanism().to_owned()),
             )
             .finish_non_exhaustive()
     }
@@ -317,7 +319,9 @@ impl Node {
             tokens,
             credentials,
             services: Arc::new(services),
-            upstream_login: assembly.upstream_login,
+            upstream_login: assembly
+                .upstream_login
+                .map(crate::server::upstream::login_slot),
             plugins: assembly.plugins,
             context,
             subscribers,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use portcullis::authorizer::Authorizer;
 use portcullis::forwarding::ForwardingPolicy;
 use portcullis::local::LocalHandler;
+use portcullis::login::LoginModule;
 use portcullis::principal::PrincipalBuilder;
 use portcullis::registry::{self, PluginInstance};
 use portcullis::{PluginError, PluginKind};
@@ -115,6 +116,7 @@ impl Node {
             report,
             &tables,
         )
+        .map_err(|e| naming_reloaded(e, reloaded))
     }
 
     /// The principal builder `config.principal.plugin` names, for a reloaded configuration: a
@@ -132,6 +134,7 @@ impl Node {
         let name = config.principal.plugin.as_str();
         let report = newest_with(reloaded, &self.plugins, PluginKind::PrincipalBuilder, name);
         super::assemble::build_principal_builder(config, &self.context, report, &tables)
+            .map_err(|e| naming_reloaded(e, reloaded))
     }
 
     /// The forwarding policy a reloaded configuration chooses, built as at start: a built-in
@@ -151,6 +154,66 @@ impl Node {
         let name = config.forwarding.policy.as_str();
         let report = newest_with(reloaded, &self.plugins, PluginKind::ForwardingPolicy, name);
         super::assemble::build_policy(config, &self.context, report, &tables)
+            .map_err(|e| naming_reloaded(e, reloaded))
+    }
+}
+
+impl Node {
+    /// The upstream login module a reloaded configuration chooses (`[upstream.login]`, or the
+    /// built-in password login with `[upstream]`'s `sasl_mechanism`, `username` and `password`),
+    /// built as at start: a plugin's instance from the newest of `reloaded` that provides it,
+    /// else from the plugins loaded at start. `None` for an upstream without SASL.
+    ///
+    /// # Errors
+    /// [`NodeError`] as at start: no such module, a table it refuses, a mechanism that is not
+    /// `sasl_mechanism`.
+    pub fn login_for(
+        &self,
+        config: &Config,
+        reloaded: &[&PluginLoadReport],
+    ) -> Result<Option<Arc<dyn LoginModule>>, NodeError> {
+        let tables = PluginTables::new(&config.plugins)?;
+        let name = config
+            .upstream
+            .login
+            .as_ref()
+            .map_or(portcullis_plugin_login::PASSWORD_LOGIN, |l| {
+                l.plugin.as_str()
+            });
+        let report = newest_with(reloaded, &self.plugins, PluginKind::LoginModule, name);
+        super::assemble::upstream_login(config, &self.context, report, &tables)
+            .map_err(|e| naming_reloaded(e, reloaded))
+    }
+}
+
+/// `error`, when it says no plugin of that name exists, with the plugins of its kind that
+/// reloads loaded among those available (the report it was chosen from is the start's then).
+fn naming_reloaded(error: NodeError, reloaded: &[&PluginLoadReport]) -> NodeError {
+    match error {
+        NodeError::UnknownPlugin {
+            key,
+            kind,
+            name,
+            mut available,
+            refused,
+        } => {
+            available.extend(
+                (reloaded.iter())
+                    .flat_map(|r| r.loaded.iter())
+                    .filter(|p| p.kind == kind)
+                    .map(|p| p.name.clone()),
+            );
+            available.sort_unstable();
+            available.dedup();
+            NodeError::UnknownPlugin {
+                key,
+                kind,
+                name,
+                available,
+                refused,
+            }
+        }
+        other => other,
     }
 }
 

@@ -39,9 +39,23 @@ const LIVE_WITH_ACL: &[&str] = &[
     "authorizer.allow_everyone_if_no_acl_found",
 ];
 
+/// The keys that make the upstream login (with the login plugin's own table).
+pub const UPSTREAM_LOGIN: &[&str] = &[
+    "upstream.login",
+    "upstream.sasl_mechanism",
+    "upstream.username",
+    "upstream.password",
+];
+
 /// Live (for new upstream connections) only with the file store: the `kafka` store's own
-/// clients keep the TLS files they were created with.
-const LIVE_WITH_FILE_STORE: &[&str] = &["upstream.tls"];
+/// clients keep the TLS files and the credentials they were created with.
+const LIVE_WITH_FILE_STORE: &[&str] = &[
+    "upstream.tls",
+    "upstream.login",
+    "upstream.sasl_mechanism",
+    "upstream.username",
+    "upstream.password",
+];
 
 /// What the running node is, for the keys whose effect depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +150,14 @@ pub fn needs_restart(changes: &mut [Change], key: &str) {
     }
 }
 
+/// Whether `key` is `prefix` or a key of its table.
+pub fn is_under(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
 fn effect_of(key: &str, context: Context) -> Effect {
-    let under = |prefix: &&str| key == *prefix || key.starts_with(&format!("{prefix}."));
+    let under = |prefix: &&str| is_under(key, prefix);
     if LIVE.iter().any(under)
         || (context.acl && LIVE_WITH_ACL.iter().any(under))
         || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
@@ -303,6 +323,33 @@ super_users = ["User:admin"]
     }
 
     #[test]
+    fn the_upstream_login_is_live_with_the_file_store_only() {
+        let file = Context {
+            acl: false,
+            file_store: true,
+            oauth: false,
+        };
+        let kafka = Context {
+            file_store: false,
+            ..file
+        };
+        for key in [
+            "upstream.username",
+            "upstream.password",
+            "upstream.sasl_mechanism",
+            "upstream.login.plugin",
+            "upstream.login.token_endpoint_url",
+        ] {
+            assert_eq!(effect_of(key, file), Effect::Live, "{key}");
+            assert_eq!(effect_of(key, kafka), Effect::Restart, "{key}");
+        }
+        // A key that only starts with the same letters is not one of the table's.
+        assert_eq!(effect_of("upstream.usernames", file), Effect::Restart);
+        assert!(is_under("upstream.login", "upstream.login"));
+        assert!(!is_under("upstream.login_x", "upstream.login"));
+    }
+
+    #[test]
     fn the_authorizer_principal_builder_and_policy_choice_is_live_on_any_store() {
         let single = Context {
             acl: true,
@@ -375,7 +422,8 @@ super_users = ["User:admin"]
             diff(&new, true),
             [
                 ("limits.max_connections".to_owned(), Effect::Live),
-                ("upstream.password".to_owned(), Effect::Restart),
+                // Live with the file store: new upstream connections log in without it.
+                ("upstream.password".to_owned(), Effect::Live),
             ]
         );
     }

@@ -35,6 +35,7 @@ use crate::config::{self, Config, ConfigError};
 use crate::node::{Node, NodeError};
 use crate::plugin_config::{PluginConfigError, PluginTables};
 use crate::server::live::{ListenerHandle, LiveTlsError};
+use crate::server::upstream::ActiveLogin;
 use diff::{Change, Effect};
 use files::Stamp;
 use plugins::{PluginFiles, PluginRefusal};
@@ -111,6 +112,9 @@ pub enum Refusal {
     /// The authorizer or principal builder chosen cannot be built (the key or table named).
     #[error(transparent)]
     Security(NodeError),
+    /// The upstream login module cannot be built (the key or table named).
+    #[error(transparent)]
+    Login(NodeError),
 }
 
 /// What a reload did.
@@ -176,6 +180,9 @@ struct Running {
 pub struct Reloader {
     node: Arc<Node>,
     listener: ListenerHandle,
+    /// Where a reloaded upstream login's credential refresh runs (`None` outside a runtime:
+    /// unit tests).
+    runtime: Option<tokio::runtime::Handle>,
     path: PathBuf,
     running: Mutex<Running>,
 }
@@ -206,6 +213,7 @@ impl Reloader {
         Self {
             node,
             listener,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             path,
             running: Mutex::new(Running {
                 config,
@@ -304,6 +312,12 @@ impl Reloader {
             .map(|f| f.name.to_owned())
             .filter(|name| retabled.contains(name))
             .collect();
+        // So is the built-in login module in use (see `login` below).
+        let login_name = login_module_name(&new);
+        let builtin_login: Vec<String> = portcullis::registry::login_modules()
+            .map(|f| f.name.to_owned())
+            .filter(|name| *name == login_name && retabled.contains(name))
+            .collect();
         let mut renewed = scan.report.mechanism_names();
         renewed.extend(
             (scan.report.loaded.iter())
@@ -320,6 +334,7 @@ impl Reloader {
             .filter(|name| renewed.iter().any(|m| m == name) || !provided_before(name))
             .chain(builtin_mechanisms.iter().map(String::as_str))
             .chain(builtin_subscribers.iter().map(String::as_str))
+            .chain(builtin_login.iter().map(String::as_str))
             .chain(unused_retabled.iter().map(String::as_str))
             .collect();
         diff::plugin_tables_live(&mut changes, &live_tables);
@@ -329,6 +344,19 @@ impl Reloader {
         let delegated = |c: &Config| c.forwarding.delegated_settings().is_some();
         if delegated(&running.config) != delegated(&new) {
             diff::needs_restart(&mut changes, "forwarding.policy");
+        }
+        // `delegated` names its service principal after the login's credential at start.
+        let login_table = format!("plugins.config.{login_name}");
+        let is_login_key = |key: &str| {
+            diff::UPSTREAM_LOGIN.iter().any(|k| diff::is_under(key, k))
+                || diff::is_under(key, &login_table)
+        };
+        if delegated(&running.config) || delegated(&new) {
+            for key in changes.iter().map(|c| c.key.clone()).collect::<Vec<_>>() {
+                if is_login_key(&key) {
+                    diff::needs_restart(&mut changes, &key);
+                }
+            }
         }
         let restart: Vec<String> = changes
             .iter()
@@ -393,6 +421,21 @@ impl Reloader {
         } else {
             None
         };
+        // The upstream login, built again when its keys or its table changed or this reload
+        // loaded a new instance of its plugin: new upstream connections log in with it.
+        let login_renewed = changes.iter().any(|c| is_login_key(&c.key))
+            || scan
+                .report
+                .find(portcullis::PluginKind::LoginModule, &login_name)
+                .is_some();
+        let login = if login_renewed {
+            let reloaded = [&scan.report, running.plugins.reloaded()];
+            (self.node)
+                .login_for(&new, &reloaded)
+                .map_err(Refusal::Login)?
+        } else {
+            None
+        };
         let files = files::stamps(&files::tls_files(&new));
         let mut services = current.with_enabled_mechanisms(mechanisms);
         let reloaded = [&scan.report, running.plugins.reloaded()];
@@ -413,6 +456,17 @@ impl Reloader {
         self.listener.apply(&new, services)?;
         if let (Some(cluster), Some(deciders)) = (&self.node.cluster, deciders) {
             cluster.renew(deciders);
+        }
+        if let (Some(slot), Some(module)) = (&self.node.upstream_login, login) {
+            let active = Arc::new(ActiveLogin { module });
+            slot.store(Arc::clone(&active));
+            if let Some(runtime) = &self.runtime {
+                crate::services::spawn_credential_refresh(
+                    &active,
+                    self.node.services.events.clone(),
+                    runtime,
+                );
+            }
         }
         if let Some(subscribers) = subscribers {
             // Only a thread that cannot be started fails here; the old subscribers run on then,
@@ -500,6 +554,19 @@ fn changed_tables(old: &Config, new: &Config) -> Vec<String> {
         .filter(|name| a.get(*name) != b.get(*name))
         .cloned()
         .collect()
+}
+
+/// The upstream login module `config` chooses by name (the built-in password login without
+/// `[upstream.login]`).
+fn login_module_name(config: &Config) -> String {
+    config
+        .upstream
+        .login
+        .as_ref()
+        .map_or(portcullis_plugin_login::PASSWORD_LOGIN, |l| {
+            l.plugin.as_str()
+        })
+        .to_owned()
 }
 
 /// A node of a cluster reports the fingerprint with its status (`portcullis cluster status`).

@@ -30,6 +30,7 @@ pub(super) const RENEWABLE: &[PluginKind] = &[
     PluginKind::PrincipalBuilder,
     PluginKind::ForwardingPolicy,
     PluginKind::EventSubscriber,
+    PluginKind::LoginModule,
 ];
 
 /// Builds the forwarding policy, the authorizer (with the local security APIs on it) and the

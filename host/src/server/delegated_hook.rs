@@ -182,7 +182,7 @@ pub(super) async fn connection_settings(
 fn token_settings(upstream: &UpstreamSettings, login: Arc<dyn LoginModule>) -> UpstreamSettings {
     UpstreamSettings {
         bootstrap_servers: upstream.bootstrap_servers.clone(),
-        login: Some(login),
+        login: Some(super::upstream::login_slot(login)),
         tls: Arc::clone(&upstream.tls),
         connect_timeout: upstream.connect_timeout,
         versions: arc_swap::ArcSwap::new(upstream.versions.load_full()),

@@ -145,6 +145,7 @@ impl Server {
         let config = &node.config;
         let protocol = config.upstream.security_protocol;
         let login = match (protocol.uses_sasl(), &node.upstream_login) {
+            // The node's slot: a reload that changes the login stores the new module there.
             (true, Some(login)) => Some(Arc::clone(login)),
             (true, None) => anyhow::bail!(
                 "[upstream] security_protocol = {} needs a login module (sasl_mechanism, username, password)",
@@ -168,7 +169,7 @@ impl Server {
         let delegated = config.forwarding.delegated_settings().map(|settings| {
             let service = login
                 .as_ref()
-                .map(|l| l.credential().principal_name)
+                .map(|l| l.load().module.credential().principal_name)
                 .unwrap_or_else(|| "ANONYMOUS".to_owned());
             let delegated = delegated::DelegatedUpstream::new(settings.clone(), service);
             // A removed or changed credential expires that principal's upstream token at once.
@@ -385,7 +386,11 @@ pub async fn run_with(
     on_bound: impl FnOnce(live::ListenerHandle),
 ) -> anyhow::Result<()> {
     if let Some(login) = &node.upstream_login {
-        crate::services::spawn_credential_refresh(login.clone(), node.services.events.clone());
+        crate::services::spawn_credential_refresh(
+            &login.load_full(),
+            node.services.events.clone(),
+            &tokio::runtime::Handle::current(),
+        );
     }
     if let Some(tokens) = &node.tokens {
         crate::services::spawn_token_sweep(tokens.clone(), node.writer.clone());

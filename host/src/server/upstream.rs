@@ -26,7 +26,6 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use portcullis::login::LoginModule;
 use portcullis::protocol::versions::ApiVersionTable;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -42,7 +41,7 @@ use super::wire::response_correlation_id;
 pub use super::upstream_calls::pick_version;
 pub use super::upstream_error::UpstreamError;
 pub use super::upstream_reader::UpstreamReader;
-pub use super::upstream_sasl::reauth_delay;
+pub use super::upstream_sasl::{login_slot, reauth_delay, ActiveLogin, LoginSlot};
 
 /// Responses come from the operator's own cluster; this only guards against a broken length.
 const MAX_RESPONSE: usize = i32::MAX as usize;
@@ -51,8 +50,9 @@ const MAX_RESPONSE: usize = i32::MAX as usize;
 pub struct UpstreamSettings {
     /// `[upstream] bootstrap_servers`.
     pub bootstrap_servers: Vec<String>,
-    /// The login module for `SASL_PLAINTEXT` / `SASL_SSL`; `None` for `PLAINTEXT` / `SSL`.
-    pub login: Option<Arc<dyn LoginModule>>,
+    /// The login module for `SASL_PLAINTEXT` / `SASL_SSL`; `None` for `PLAINTEXT` / `SSL`. A
+    /// reload may store another: each new connection takes the one of the moment.
+    pub login: Option<Arc<LoginSlot>>,
     /// TLS to the brokers, for `SSL` / `SASL_SSL`. A reload replaces it (`[upstream.tls]`'s
     /// files read again); each new connection takes the one of the moment, an open one keeps its
     /// session.
@@ -69,7 +69,10 @@ impl std::fmt::Debug for UpstreamSettings {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field(
                 "login",
-                &self.login.as_ref().map(|l| l.mechanism().to_owned()),
+                &self
+                    .login
+                    .as_ref()
+                    .map(|l| l.load().module.mechanism().to_owned()),
             )
             .field("connect_timeout", &self.connect_timeout)
             .field("tls", &self.tls.load().is_some())
@@ -244,14 +247,16 @@ impl UpstreamConnection {
                 Some(software) => Some(connection.api_versions(software).await?),
                 None => None,
             };
-            if let Some(login) = &settings.login {
+            if let Some(slot) = &settings.login {
+                let login = slot.load_full();
                 let versions = match &table {
                     Some(t) => t.clone(),
                     None => settings.versions.load().as_ref().clone(),
                 };
                 let version = authenticate_version(&versions)?;
                 let address = connection.address.clone();
-                connection.reauth = authenticate(&mut connection, &address, login, version).await?;
+                connection.reauth =
+                    authenticate(&mut connection, &address, &login, version).await?;
             }
             Ok((connection, table))
         };

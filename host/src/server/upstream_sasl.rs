@@ -21,9 +21,26 @@ use super::upstream_error::UpstreamError;
 /// SASL exchanges that need more rounds than this are broken.
 const MAX_SASL_ROUNDS: usize = 16;
 
+/// The login module as upstream connections hold it: a connection that re-authenticates keeps
+/// the one it logged in with (a re-authentication must use the same mechanism), so a module a
+/// reload replaced lives on while such a connection does, and its credential refresh stops when
+/// the last one is gone (see `services::spawn_credential_refresh`).
+pub struct ActiveLogin {
+    /// The module.
+    pub module: Arc<dyn LoginModule>,
+}
+
+/// Where new upstream connections find the login module of the moment; a reload stores another.
+pub type LoginSlot = arc_swap::ArcSwap<ActiveLogin>;
+
+/// A slot holding `module`.
+pub fn login_slot(module: Arc<dyn LoginModule>) -> Arc<LoginSlot> {
+    Arc::new(LoginSlot::from_pointee(ActiveLogin { module }))
+}
+
 /// When and how to re-authenticate an upstream session.
 pub(super) struct Reauth {
-    pub(super) login: Arc<dyn LoginModule>,
+    pub(super) login: Arc<ActiveLogin>,
     pub(super) authenticate_version: i16,
     pub(super) due: Instant,
 }
@@ -33,11 +50,11 @@ pub(super) struct Reauth {
 pub(super) async fn authenticate<T: RoundTrip + Send>(
     transport: &mut T,
     address: &str,
-    login: &Arc<dyn LoginModule>,
+    login: &Arc<ActiveLogin>,
     authenticate_version: i16,
 ) -> Result<Option<Reauth>, UpstreamError> {
     let handshake = SaslHandshakeRequest::default()
-        .with_mechanism(StrBytes::from_string(login.mechanism().to_owned()));
+        .with_mechanism(StrBytes::from_string(login.module.mechanism().to_owned()));
     let response: SaslHandshakeResponse =
         call(transport, ApiKey::SaslHandshake, 1, &handshake).await?;
     if response.error_code != 0 {
@@ -48,7 +65,7 @@ pub(super) async fn authenticate<T: RoundTrip + Send>(
             message: Some(format!("upstream enables {enabled:?}")),
         });
     }
-    let mut exchange = portcullis_plugin_login::start_exchange(login.as_ref())?;
+    let mut exchange = portcullis_plugin_login::start_exchange(login.module.as_ref())?;
     let mut token = exchange.initial()?;
     for _ in 0..MAX_SASL_ROUNDS {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));

@@ -11,21 +11,31 @@ use crate::clock::now_ms;
 /// that never expire (the built-in password login) schedule nothing. A refresh runs on the
 /// blocking pool (a module may read a file or call a token endpoint); upstream connections use
 /// the new credential from their next authentication or re-authentication on.
+///
+/// Only `login`'s module is kept here, not `login` itself: once a reload replaced it and the
+/// last upstream connection that logged in with it is gone, nothing can use its credential any
+/// more, and the refresh stops (a module of a removed token endpoint would fail for ever).
 pub fn spawn_credential_refresh(
-    login: Arc<dyn portcullis::login::LoginModule>,
+    login: &Arc<crate::server::upstream::ActiveLogin>,
     events: portcullis::events::EventBus,
+    runtime: &tokio::runtime::Handle,
 ) {
     use portcullis::refresh::{RefreshConfig, RefreshScheduler};
     let mut scheduler = RefreshScheduler::new(RefreshConfig::default(), events);
-    scheduler.add(login, now_ms(), rand::random());
+    scheduler.add(Arc::clone(&login.module), now_ms(), rand::random());
     if scheduler.poll_timeout().is_none() {
         tracing::debug!("the upstream credential never expires; nothing to refresh");
         return;
     }
-    tokio::spawn(async move {
+    let in_use = Arc::downgrade(login);
+    runtime.spawn(async move {
         while let Some(due) = scheduler.poll_timeout() {
             let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(wait)).await;
+            if in_use.strong_count() == 0 {
+                tracing::info!("the upstream login module a reload replaced is no longer used; its credential refresh stops");
+                return;
+            }
             let ran = tokio::task::spawn_blocking(move || {
                 let refreshed = scheduler.on_timeout(now_ms(), rand::random);
                 (scheduler, refreshed)

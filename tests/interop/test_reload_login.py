@@ -1,0 +1,128 @@
+"""The upstream login and live reconfiguration (issue 23): Portcullis' own login to Kafka's SASL
+listener changes by reload, for new upstream connections only.
+
+A node logs in upstream as Kafka's super user `admin` (the built-in password login); a
+kafka-python producer produces through it. A reload makes the login a Kafka user of the test's
+own that holds no ACL: a new client's produce is refused by Kafka (TOPIC_AUTHORIZATION_FAILED,
+its upstream connection is that user's), while the producer that was already there goes on
+producing (its upstream connection logged in as admin and is kept). A reload that chooses the
+`file-password` login module (examples/file-login, dropped into the plugin directory), reading
+admin's password from a file, makes new clients produce again; one naming no such module is
+refused naming `upstream.login.plugin`, and the running login goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
+
+from clients import kafka_python_conf
+from conftest import PORTCULLIS_USERS, toml_value
+from reload_support import ReloadNode, Settings
+from test_plugin_mechanism import built_library
+
+pytestmark = pytest.mark.portcullis_only
+
+
+def kafka_admin(kafka_env) -> AdminClient:
+    return AdminClient({
+        "bootstrap.servers": kafka_env["KAFKA_SASL_BOOTSTRAP"], "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": kafka_env["KAFKA_ADMIN_USER"],
+        "sasl.password": kafka_env["KAFKA_ADMIN_PASSWORD"], "log_level": 3,
+    })
+
+
+def producer_of(node: ReloadNode) -> KafkaProducer:
+    return KafkaProducer(acks="all", max_block_ms=20000,
+                         **kafka_python_conf(node.gateway(), "SCRAM-SHA-512", "alice", PORTCULLIS_USERS["alice"]))
+
+
+def produces(producer: KafkaProducer, topic: str) -> bool:
+    """True when the record is acknowledged, False when Kafka refuses the topic."""
+    try:
+        producer.send(topic, b"x").get(timeout=30)
+        return True
+    except TopicAuthorizationFailedError:
+        return False
+
+
+def new_client_produces(node: ReloadNode, topic: str) -> bool:
+    producer = producer_of(node)
+    try:
+        return produces(producer, topic)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_the_upstream_login_changed_by_reload_applies_to_new_upstream_connections(
+        launcher, kafka_env, run_dir, unique):
+    admin = kafka_admin(kafka_env)
+    nobody, nobody_password = f"no-acl-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    upsert = UserScramCredentialUpsertion(nobody, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          nobody_password.encode())
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(timeout=30)
+    topic = unique("reload-login")
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+                                 operation_timeout=30).values():
+        f.result(timeout=60)
+
+    upstream = {"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]], "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
+                "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+    name = unique("reload-login")
+    plugins = run_dir / f"{name}-plugins"
+    plugins.mkdir()
+    node = ReloadNode(launcher, name, Settings(upstream=upstream, plugin_dir=plugins))
+    first = producer_of(node)
+    try:
+        assert produces(first, topic)
+
+        # The built-in password login, as a user Kafka grants nothing.
+        node.write(Settings(upstream={**upstream, "username": nobody, "password": nobody_password},
+                            plugin_dir=plugins))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "upstream.username" in r.stdout and "upstream.password" in r.stdout, r.stdout
+        assert nobody_password not in r.stdout + r.stderr
+        assert not new_client_produces(node, topic)
+        # The producer that was there keeps its upstream connection, logged in as admin.
+        assert produces(first, topic)
+
+        # A login module dropped into the plugin directory: admin's password from a file.
+        password_file = run_dir / f"{name}.password"
+        password_file.write_text(kafka_env["KAFKA_ADMIN_PASSWORD"] + "\n")
+        library = built_library("portcullis-example-file-login", "portcullis_example_file_login")
+        tmp = plugins / "libfile_login.so.tmp"
+        tmp.write_bytes(library.read_bytes())
+        os.replace(tmp, plugins / "libfile_login.so")
+        plugin_upstream = {k: v for k, v in upstream.items() if k not in ("username", "password", "sasl_mechanism")}
+
+        def with_module(module: str) -> Settings:
+            return Settings(upstream=plugin_upstream, plugin_dir=plugins, tail=(
+                f"\n[upstream.login]\nplugin = {toml_value(module)}\n\n[plugins.config.file-password]\n"
+                f"username = {toml_value(kafka_env['KAFKA_ADMIN_USER'])}\n"
+                f"password_file = {toml_value(str(password_file))}\n"
+                'mechanism = "SCRAM-SHA-512"\ncheck_interval_ms = 60000\n'))
+
+        # ReloadNode writes [upstream] before the tail, so the tail's [upstream.login] belongs to it.
+        node.write(with_module("file-password"))
+        r = node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "libfile_login.so (loaded)" in r.stdout and "upstream.login" in r.stdout, r.stdout
+        assert new_client_produces(node, topic)
+
+        node.write(with_module("no-such-login"))
+        r = node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode != 0 and "upstream.login.plugin" in said and "file-password" in said, said
+        assert new_client_produces(node, topic)
+        assert produces(first, topic)
+    finally:
+        first.close(timeout=5)
