@@ -18,6 +18,8 @@ Scenarios:
   idle-unauthenticated  N connections that connect and send nothing (kept at N: the authentication
                         deadline closes them after limits.authentication_timeout_ms, they reconnect)
   idle-authenticated    N connections that log in (PLAIN) and then send nothing
+  idle-after-metadata   the same, each after one Metadata request (which opens its upstream
+                        connection, as a real client's first request does)
   slow-senders          N connections that announce a 100-byte frame and send one byte of it per
                         second (kept at N: the authentication deadline closes them)
   large-frames          N connections that announce a 512 KiB frame (the pre-authentication limit)
@@ -46,6 +48,7 @@ import time
 from confluent_kafka import Producer
 
 FLOOD_SOURCE = "127.0.0.2"
+API_METADATA = 3
 API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
 API_SASL_AUTHENTICATE = 36
@@ -126,6 +129,23 @@ async def _idle_authenticated(host, port, n, user, password, _counter):
             error, _ = await _authenticate(reader, writer, 2, b"\0" + user.encode() + b"\0" + password.encode())
             if error != 0:
                 raise OSError(f"login failed: {error}")
+            await reader.read()
+        finally:
+            writer.close()
+
+    await _keep(n, one)
+
+
+async def _idle_after_metadata(host, port, n, user, password, _counter):
+    async def one(_):
+        reader, writer = await _connect(host, port)
+        try:
+            await _handshake(reader, writer, "PLAIN")
+            error, _ = await _authenticate(reader, writer, 2, b"\0" + user.encode() + b"\0" + password.encode())
+            if error != 0:
+                raise OSError(f"login failed: {error}")
+            # Metadata v1 for no topic: the brokers and the controller, from the upstream.
+            await _call(reader, writer, API_METADATA, 1, 3, struct.pack(">i", 0))
             await reader.read()
         finally:
             writer.close()
@@ -223,6 +243,7 @@ async def _plain_storm(host, port, n, _user, _password, counter):
 FLOODS = {
     "idle-unauthenticated": _idle_unauthenticated,
     "idle-authenticated": _idle_authenticated,
+    "idle-after-metadata": _idle_after_metadata,
     "slow-senders": _slow_senders,
     "large-frames": _large_frames,
     "scram-guessing": _scram_guessing,

@@ -13,6 +13,8 @@
 #   --binary PATH     measure this portcullis binary instead of this checkout's release build
 #   --limits TOML     extra keys for the node's [limits] table, e.g. 'authentication_timeout_ms = 600000'
 #                     (to measure what held connections cost, before the deadline closes them)
+#   --ramp S          seconds a flood builds up before the measurement (default 8; 10,000 PLAIN
+#                     logins, each a PBKDF2 on one SASL thread, need about a minute)
 #   --keep            keep the run directory (configs, logs) on success too
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -29,6 +31,7 @@ source scripts/lib/kafka.sh
 
 scenarios=""
 limits=""
+ramp=8
 BIN=""
 keep=0
 while (($#)); do
@@ -36,6 +39,7 @@ while (($#)); do
     --scenarios) scenarios=${2:?}; shift ;;
     --binary) BIN=${2:?}; shift ;;
     --limits) limits=${2:?}; shift ;;
+    --ramp) ramp=${2:?}; shift ;;
     --keep) keep=1 ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
@@ -108,7 +112,7 @@ for scenario in "${list[@]}"; do
   extra=(--no-baseline)
   if ((first)); then extra=(--header); fi
   "$PORTCULLIS_VENV/bin/python" scripts/flood.py "${common[@]}" --pid "$PORTCULLIS_PID" \
-    --scenarios "$scenario" --json "$RUN_DIR/${scenario%%:*}.json" "${extra[@]}" | tee -a "$RUN_DIR/results.md"
+    --scenarios "$scenario" --ramp "$ramp" --json "$RUN_DIR/${scenario%%:*}.json" "${extra[@]}" | tee -a "$RUN_DIR/results.md"
   stop_pid "$PORTCULLIS_PID" 15
   PORTCULLIS_PID=
   first=0

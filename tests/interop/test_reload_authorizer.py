@@ -193,6 +193,68 @@ def test_a_broken_authorizer_choice_refuses_the_reload_and_the_old_one_decides(l
 
 
 
+
+# ---- Clusters ------------------------------------------------------------------------------------
+
+
+class TwoNodes:
+    """Two nodes of one kafka-store cluster (the suite's Kafka), the suite's users written once,
+    one plugin directory for both; `settings(i, super_users, tail)` is node i's configuration."""
+
+    def __init__(self, launcher, run_dir, unique, name: str, super_users):
+        """`super_users(peers)`: the `[authorizer] super_users` both nodes start with, given the
+        principals the default builder gives the nodes (`User:CN=<node name>`)."""
+        from cluster_support import cluster_tls, node_principal, store_sections  # noqa: PLC0415
+        from reload_support import free_ports  # noqa: PLC0415
+
+        self.cluster_id = unique(name)
+        tls = cluster_tls(run_dir / self.cluster_id)
+        self.plugins = run_dir / f"{self.cluster_id}-plugins"
+        self.plugins.mkdir()
+        self.names = [f"{self.cluster_id}-node-{i}" for i in (1, 2)]
+        self.peers = [node_principal(n) for n in self.names]  # what the default builder names them
+        self.tails = [store_sections(tls, cluster_id=self.cluster_id, node_name=n, listener_port=free_ports(1)[0])
+                      for n in self.names]
+        self.nodes = [ReloadNode(launcher, f"{self.cluster_id}-{i + 1}", self.settings(i, super_users(self.peers)),
+                                 add_users=i == 0) for i in (0, 1)]
+
+    def settings(self, i: int, super_users, tail: str = "") -> Settings:
+        return Settings(node_id=i + 1, tail=self.tails[i] + tail, plugin_dir=self.plugins, super_users=super_users)
+
+    def reload_all(self, settings, *named: str) -> None:
+        for i, node in enumerate(self.nodes):
+            node.write(settings(i))
+            r = node.reload()
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert all(n in r.stdout for n in named), r.stdout
+
+
+def upsert_through(node: ReloadNode, user: str, as_user: str = "alice") -> int:
+    """`as_user` sets `user`'s SCRAM-SHA-512 password through `node`: the error code (0: done)."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,  # noqa: PLC0415
+                                       UserScramCredentialUpsertion)
+
+    admin = AdminClient(confluent_conf(node.gateway(), "SCRAM-SHA-512", as_user, PASSWORDS[as_user]))
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          f"{user}-pw".encode())
+    try:
+        admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
+        return 0
+    except KafkaException as e:
+        return e.args[0].code()
+
+
+def logs_in(node: ReloadNode, user: str) -> bool:
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+
+    try:
+        AdminClient(confluent_conf(node.gateway(), "SCRAM-SHA-512", user, f"{user}-pw")).list_topics(timeout=10)
+        return True
+    except KafkaException:
+        return False
+
+
 def test_an_authorizer_chosen_by_reload_on_each_node_of_a_cluster_decides_forwarded_mutations_too(
         launcher, kafka_env, run_dir, unique):
     """Two nodes of one kafka-store cluster start with `acl`; the prefix authorizer, dropped into
@@ -201,68 +263,33 @@ def test_an_authorizer_chosen_by_reload_on_each_node_of_a_cluster_decides_forwar
     AlterUserScramCredentials (ALTER on the cluster, which `acl` refuses her and the prefix
     authorizer allows anyone) through either node, one of which forwards it to the other in an
     Envelope that the writer admits and decides with what its last reload chose."""
-    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
-    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,  # noqa: PLC0415
-                                       UserScramCredentialUpsertion)
+    from confluent_kafka import KafkaError  # noqa: PLC0415
 
-    from cluster_support import cluster_tls, node_principal, store_sections  # noqa: PLC0415
-    from reload_support import free_ports, wait_for  # noqa: PLC0415
+    from reload_support import wait_for  # noqa: PLC0415
 
-    cluster_id = unique("reload-authz-cluster")
-    tls = cluster_tls(run_dir / cluster_id)
-    plugins = run_dir / f"{cluster_id}-plugins"
-    plugins.mkdir()
-    names = [f"{cluster_id}-node-{i}" for i in (1, 2)]
-    # Under `acl` the nodes' certificate principals are super users: they may forward mutations.
-    super_users = ["User:carol"] + [node_principal(n) for n in names]
-    tails = [store_sections(tls, cluster_id=cluster_id, node_name=n, listener_port=free_ports(1)[0]) for n in names]
+    # Under `acl` the nodes' certificate principals are super users: they may forward.
+    cluster = TwoNodes(launcher, run_dir, unique, "reload-authz-cluster", lambda peers: ["User:carol"] + peers)
+    nodes = cluster.nodes
+    super_users = ["User:carol"] + cluster.peers
 
     def acl_on(i: int) -> Settings:
-        return Settings(node_id=i + 1, tail=tails[i], plugin_dir=plugins, super_users=super_users)
+        return cluster.settings(i, super_users)
 
     def prefix_on(i: int) -> Settings:
-        s = prefix_settings(".", plugins)
+        s = prefix_settings(".", cluster.plugins)
         # `super_users` as under `acl`: a change of it together with the plugin needs a restart.
-        s.node_id, s.tail = i + 1, tails[i] + s.tail.replace('["User:carol"]', "[" + ", ".join(
-            f'"{u}"' for u in super_users) + "]")
-        return s
+        return cluster.settings(i, None, s.tail.replace('["User:carol"]', "[" + ", ".join(
+            f'"{u}"' for u in super_users) + "]"))
 
-    def reload_all(settings) -> None:
-        for i, node in enumerate(nodes):
-            node.write(settings(i))
-            r = node.reload()
-            assert r.returncode == 0, r.stdout + r.stderr
-            assert "authorizer.plugin" in r.stdout, r.stdout
-
-    def upsert_through(node: ReloadNode, user: str) -> int:
-        """alice sets `user`'s SCRAM-SHA-512 password through `node`: the error code (0: done)."""
-        admin = AdminClient(confluent_conf(node.gateway(), "SCRAM-SHA-512", "alice", PASSWORDS["alice"]))
-        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              f"{user}-pw".encode())
-        try:
-            admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
-            return 0
-        except KafkaException as e:
-            return e.args[0].code()
-
-    def logs_in(node: ReloadNode, user: str) -> bool:
-        conf = confluent_conf(node.gateway(), "SCRAM-SHA-512", user, f"{user}-pw")
-        try:
-            AdminClient(conf).list_topics(timeout=10)
-            return True
-        except KafkaException:
-            return False
-
-    nodes = [ReloadNode(launcher, f"{cluster_id}-{i + 1}", acl_on(i), add_users=i == 0) for i in (0, 1)]
     own = f"alice.{unique('t')}"
     create_topics(kafka_env, own)
-    users = [f"{cluster_id}-user-{i}" for i in (1, 2)]
+    users = [f"{cluster.cluster_id}-user-{i}" for i in (1, 2)]
     for node, user in zip(nodes, users):
         assert not produces(node, "alice", own)
         assert upsert_through(node, user) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
-    drop_in(plugins)
-    reload_all(prefix_on)
+    drop_in(cluster.plugins)
+    cluster.reload_all(prefix_on, "authorizer.plugin", "libprefix.so (loaded)")
     for node, user in zip(nodes, users):
         assert produces(node, "alice", own)
         assert upsert_through(node, user) == 0
@@ -271,7 +298,34 @@ def test_an_authorizer_chosen_by_reload_on_each_node_of_a_cluster_decides_forwar
         for user in users:
             wait_for(lambda n=node, u=user: logs_in(n, u), 10, f"{user} logs in through {node.process.name}")
 
-    reload_all(acl_on)
+    cluster.reload_all(acl_on, "authorizer.plugin")
     for node, user in zip(nodes, users):
         assert not produces(node, "alice", own)
         assert upsert_through(node, user) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_principal_builder_chosen_by_reload_names_peers_on_connections_opened_before_it(
+        launcher, run_dir, unique):
+    """Two nodes of one kafka-store cluster on `acl`, whose super users are carol and the nodes as
+    the default builder names them (`User:CN=<node>`). carol's AlterUserScramCredentials through
+    both nodes works (one forwards it to the writer, which keeps that peer connection open). A
+    reload on both chooses examples/principal-mapping, which names the nodes `User:peer-<node>`,
+    and makes those the super users instead: carol's upserts through both nodes still work, so the
+    writer named the forwarding peer with the new builder on the connection opened before the
+    reload (had it kept the name it gave at connect, the Envelope would be refused
+    CLUSTER_AUTHORIZATION_FAILED and carol would get UNKNOWN_SERVER_ERROR)."""
+    cluster = TwoNodes(launcher, run_dir, unique, "reload-peer-names", lambda peers: ["User:carol"] + peers)
+    users = [f"{cluster.cluster_id}-user-{i}" for i in (1, 2)]
+    for node, user in zip(cluster.nodes, users):
+        assert upsert_through(node, user, as_user="carol") == 0
+
+    library = built_library("portcullis-example-principal-mapping", "portcullis_example_principal_mapping")
+    tmp = cluster.plugins / "libmapping.so.tmp"
+    tmp.write_bytes(library.read_bytes())
+    os.replace(tmp, cluster.plugins / "libmapping.so")
+    mapped = ["User:carol"] + [f"User:peer-{n}" for n in cluster.names]
+    mapping = ('\n[principal]\nplugin = "principal-mapping"\n\n[plugins.config.principal-mapping]\n'
+               'rules = ["RULE:CN=([^,]+)/peer-$1/", "DEFAULT"]\n')
+    cluster.reload_all(lambda i: cluster.settings(i, mapped, mapping), "principal.plugin", "authorizer.super_users")
+    for node, user in zip(cluster.nodes, users):
+        assert upsert_through(node, user, as_user="carol") == 0

@@ -28,7 +28,7 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use portcullis::envelope::{self, EnvelopeResponse};
 use portcullis::errors::ErrorCode;
-use portcullis::principal::Principal;
+use portcullis::principal::{Principal, TlsPeer};
 use portcullis::protocol::api::{API_VERSIONS, ENVELOPE};
 use portcullis::protocol::codec::CodecError;
 use portcullis::protocol::header;
@@ -38,7 +38,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::frames::{read_frame, write_frame, FrameError};
-use super::{Cluster, Failure};
+use super::{Cluster, Deciders, Failure};
 use crate::config::{ClientAuth, ClusterConfig, TlsConfig};
 
 /// The largest request accepted from a peer: an Envelope around one client mutation.
@@ -132,12 +132,11 @@ async fn serve(
         PeerError::Tls(e)
     })?;
     // The peer's principal comes from its certificate through the node's principal builder,
-    // the same path a client certificate takes on a TLS client listener.
+    // the same path a client certificate takes on a TLS client listener: checked now, so that a
+    // peer without one is refused at once, and again for each Envelope with the deciders that
+    // admit and run it (a reload may have chosen another builder since; connections are pooled).
     let tls_peer = crate::tls_peer::peer_of(stream.get_ref().1.peer_certificates());
-    let principal = cluster.peer_principal(&tls_peer, peer.ip()).map_err(|e| {
-        tracing::warn!(%peer, error = %e, "inter-node peer refused: no principal");
-        PeerError::NoPrincipal(e)
-    })?;
+    let mut principal = named(&cluster.deciders(), &tls_peer, peer)?;
     loop {
         let Some(frame) = read_frame(&mut stream, MAX_REQUEST).await? else {
             return Ok(());
@@ -145,7 +144,10 @@ async fn serve(
         let response = match header::peek_ids(&frame) {
             Ok((API_VERSIONS, version, correlation_id)) => api_versions(version, correlation_id)?,
             Ok((ENVELOPE, _, correlation_id)) => {
-                let answer = envelope_answer(&cluster, &principal, peer.ip(), &frame).await?;
+                let deciders = cluster.deciders();
+                principal = named(&deciders, &tls_peer, peer)?;
+                let answer =
+                    envelope_answer(&cluster, &deciders, &principal, peer.ip(), &frame).await?;
                 envelope::encode_response(correlation_id, &answer)
             }
             Ok((api_key, ..)) => return Err(PeerError::NotServed { principal, api_key }),
@@ -155,9 +157,19 @@ async fn serve(
     }
 }
 
-/// Checks and runs one Envelope; `Err` closes the connection (an envelope that does not parse).
+/// The peer's principal by `deciders`' builder; `Err` closes the connection.
+fn named(deciders: &Deciders, tls: &TlsPeer, peer: SocketAddr) -> Result<Principal, PeerError> {
+    deciders.peer_principal(tls, peer.ip()).map_err(|e| {
+        tracing::warn!(%peer, error = %e, "inter-node peer refused: no principal");
+        PeerError::NoPrincipal(e)
+    })
+}
+
+/// Checks and runs one Envelope with one snapshot of the deciders; `Err` closes the connection
+/// (an envelope that does not parse).
 async fn envelope_answer(
     cluster: &Cluster,
+    deciders: &Deciders,
     peer: &Principal,
     peer_address: IpAddr,
     frame: &Bytes,
@@ -172,7 +184,7 @@ async fn envelope_answer(
     }
     let body = frame.get(header.header_len..).unwrap_or_default();
     let request = envelope::decode_request(body)?;
-    if !cluster.peer_may_forward(peer, peer_address) {
+    if !deciders.peer_may_forward(peer, peer_address) {
         tracing::warn!(%peer, "an Envelope from a peer without ClusterAction on the cluster");
         return Ok(refused(ErrorCode::CLUSTER_AUTHORIZATION_FAILED));
     }
@@ -189,6 +201,7 @@ async fn envelope_answer(
     Ok(
         match cluster
             .run_here(
+                deciders,
                 &inner,
                 &principal,
                 client_address,

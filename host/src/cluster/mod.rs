@@ -94,6 +94,53 @@ pub struct Deciders {
     pub principal_builder: Arc<dyn PrincipalBuilder>,
 }
 
+impl Deciders {
+    /// The principal of an inter-node peer, from the certificate it presented: the node's
+    /// `PrincipalBuilder` on a TLS-only context (the default builder gives `User:` + the
+    /// subject's RFC 2253 name, as Kafka's `DefaultKafkaPrincipalBuilder` does for an SSL peer).
+    ///
+    /// # Errors
+    /// The builder's refusal; a peer without a certificate subject is refused before it is asked
+    /// (the listener requires a client certificate, so a missing subject means one that cannot be
+    /// read, and an anonymous peer must never stand for a node).
+    pub fn peer_principal(
+        &self,
+        tls: &TlsPeer,
+        address: IpAddr,
+    ) -> Result<Principal, PrincipalError> {
+        peer_principal(self.principal_builder.as_ref(), tls, address)
+    }
+
+    /// Whether `principal` (a peer, by its certificate) may forward mutations: Kafka's check of
+    /// ClusterAction on the Cluster resource for an Envelope. Without an authorizer, every peer
+    /// whose certificate chains to `[cluster] ca_file` may (as every principal may do everything
+    /// on a Kafka broker without one).
+    pub(crate) fn peer_may_forward(&self, principal: &Principal, address: IpAddr) -> bool {
+        use portcullis::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+        use portcullis::authorizer::{Action, Decision, RequestContext};
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let context = RequestContext::new(
+            principal.clone(),
+            address,
+            LISTENER_NAME,
+            portcullis::protocol::api::ENVELOPE,
+            0,
+            0,
+        );
+        let action = Action::new(
+            AclOperation::ClusterAction,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        );
+        authorizer
+            .authorize(&context, &[action])
+            .first()
+            .is_some_and(|a| a.decision == Decision::Allowed)
+    }
+}
+
 /// The node's part in its cluster.
 pub struct Cluster {
     store: Arc<KafkaMetadataStore>,
@@ -147,28 +194,9 @@ impl Cluster {
         })
     }
 
-    /// The principal of an inter-node peer, from the certificate it presented: the node's
-    /// `PrincipalBuilder` on a TLS-only context (the default builder gives `User:` + the
-    /// subject's RFC 2253 name, as Kafka's `DefaultKafkaPrincipalBuilder` does for an SSL peer).
-    ///
-    /// # Errors
-    /// The builder's refusal; a peer without a certificate subject is refused before it is asked
-    /// (the listener requires a client certificate, so a missing subject means one that cannot be
-    /// read, and an anonymous peer must never stand for a node).
-    pub fn peer_principal(
-        &self,
-        tls: &TlsPeer,
-        address: IpAddr,
-    ) -> Result<Principal, PrincipalError> {
-        peer_principal(
-            self.deciders.load().principal_builder.as_ref(),
-            tls,
-            address,
-        )
-    }
-
-    /// What a reload chose: mutations and peer connections that start from now on use it;
-    /// those under way finish with what they took.
+    /// What a reload chose: mutations that start from now on (a client's here, or each Envelope
+    /// a peer sends, named, admitted and run with one snapshot) use it; those under way finish
+    /// with what they took.
     pub fn renew(&self, deciders: Deciders) {
         self.deciders.store(Arc::new(deciders));
     }
@@ -192,6 +220,7 @@ impl Cluster {
         loop {
             let attempt = if self.store.is_writer() {
                 self.run_here(
+                    &self.deciders(),
                     &request.frame,
                     &request.principal,
                     request.client_address,
@@ -270,6 +299,7 @@ impl Cluster {
     /// stopped being) the writer, nothing having been written.
     pub(crate) async fn run_here(
         &self,
+        deciders: &Deciders,
         frame: &Bytes,
         principal: &ForwardedPrincipal,
         client_address: IpAddr,
@@ -282,7 +312,6 @@ impl Cluster {
             self.idempotence.wait_for_answer(id).await;
         }
         let token_hmac = |token_id: &str| self.idempotence.token_hmac(token_id);
-        let deciders = self.deciders.load_full();
         let writer = Writer {
             handlers: &deciders.handlers,
             applied: &self.idempotence.applied,
@@ -300,40 +329,6 @@ impl Cluster {
             Ran::NotWriter => Err(Failure::Retry(RetryReason::StoppedBeingWriter)),
             Ran::Envelope(code) => Err(Failure::Envelope(code)),
         }
-    }
-
-    /// Whether `principal` (a peer, by its certificate) may forward mutations: Kafka's check of
-    /// ClusterAction on the Cluster resource for an Envelope. Without an authorizer, every peer
-    /// whose certificate chains to `[cluster] ca_file` may (as every principal may do everything
-    /// on a Kafka broker without one).
-    pub(crate) fn peer_may_forward(
-        &self,
-        principal: &portcullis::principal::Principal,
-        address: IpAddr,
-    ) -> bool {
-        use portcullis::acl::{AclOperation, ResourceType, CLUSTER_NAME};
-        use portcullis::authorizer::{Action, Decision, RequestContext};
-        let deciders = self.deciders.load();
-        let Some(authorizer) = &deciders.authorizer else {
-            return true;
-        };
-        let context = RequestContext::new(
-            principal.clone(),
-            address,
-            LISTENER_NAME,
-            portcullis::protocol::api::ENVELOPE,
-            0,
-            0,
-        );
-        let action = Action::new(
-            AclOperation::ClusterAction,
-            ResourceType::Cluster,
-            CLUSTER_NAME,
-        );
-        authorizer
-            .authorize(&context, &[action])
-            .first()
-            .is_some_and(|a| a.decision == Decision::Allowed)
     }
 }
 

@@ -1,6 +1,7 @@
 //! What a reload builds again of the node's security: the authorizer (with the local security
-//! APIs that consult it), the principal builder and the forwarding policy, chosen by name as at
-//! start among the built-ins, the plugins loaded at start and those reloads loaded since.
+//! APIs that consult it), the principal builder, the forwarding policy and the upstream login
+//! module, chosen by name as at start among the built-ins, the plugins loaded at start and those
+//! reloads loaded since.
 //!
 //! Nothing here replaces what running connections hold: the reload publishes the new instances in
 //! the listener's snapshot (`server::live`), new connections and re-authentications take them,

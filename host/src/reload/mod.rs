@@ -297,11 +297,11 @@ impl Reloader {
         };
         let mut changes = diff::changes(&table_of(&running.config), &table_of(&new), context);
         // Tables are live for the plugins this reload created of the kinds it renews (mechanisms
-        // for new logins; the authorizer and principal builder when chosen, see `security`), for
-        // the plugins no library provided before (nothing uses them yet), and for the built-in
-        // mechanisms (rebuilt below when enabled). Any other plugin in use (a forwarding policy,
-        // an event subscriber, a login module) keeps the instance and the table it was created
-        // with, so a change to its table needs a restart.
+        // for new logins; the authorizer, principal builder and policy, see `security`; event
+        // subscribers; the upstream login module, see `login` below), for the plugins no library
+        // provided before (nothing uses them yet), and for the built-in mechanisms, event
+        // subscribers and login module in use (rebuilt below). Any other table change of a plugin
+        // in use needs a restart: it keeps the instance it was created with.
         let builtin_mechanisms: Vec<String> = portcullis::registry::mechanisms()
             .map(|f| f.name.to_owned())
             .filter(|name| retabled.contains(name))
@@ -316,7 +316,7 @@ impl Reloader {
         let login_name = login_module_name(&new);
         let builtin_login: Vec<String> = portcullis::registry::login_modules()
             .map(|f| f.name.to_owned())
-            .filter(|name| *name == login_name && retabled.contains(name))
+            .filter(|name| context.file_store && *name == login_name && retabled.contains(name))
             .collect();
         let mut renewed = scan.report.mechanism_names();
         renewed.extend(
@@ -428,11 +428,24 @@ impl Reloader {
                 .report
                 .find(portcullis::PluginKind::LoginModule, &login_name)
                 .is_some();
+        if login_renewed && (delegated(&running.config) || delegated(&new)) {
+            // Changed keys were refused above; this is a new instance of the login plugin (its
+            // library or a table of that library changed), which `delegated` cannot take either.
+            return Err(Refusal::NeedsRestart {
+                keys: vec![format!(
+                    "upstream.login.plugin (a new instance of `{login_name}`, with the delegated policy)"
+                )],
+            });
+        }
         let login = if login_renewed {
             let reloaded = [&scan.report, running.plugins.reloaded()];
-            (self.node)
+            let module = (self.node)
                 .login_for(&new, &reloaded)
-                .map_err(Refusal::Login)?
+                .map_err(Refusal::Login)?;
+            // The same instance (a key around it changed, not the module): nothing to swap, and
+            // no second refresh of it.
+            let current = self.node.upstream_login.as_ref().map(|s| s.load_full());
+            module.filter(|m| !current.is_some_and(|c| Arc::ptr_eq(&c.module, m)))
         } else {
             None
         };

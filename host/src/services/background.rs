@@ -32,6 +32,8 @@ pub fn spawn_credential_refresh(
         while let Some(due) = scheduler.poll_timeout() {
             let wait = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(wait)).await;
+            // Checked when the next refresh is due, not sooner: a replaced module is kept up
+            // to one credential lifetime after its last connection closed, which costs nothing.
             if in_use.strong_count() == 0 {
                 tracing::info!("the upstream login module a reload replaced is no longer used; its credential refresh stops");
                 return;
