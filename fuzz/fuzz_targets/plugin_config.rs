@@ -47,11 +47,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let (mut values, mut keys) = (Vec::new(), Vec::new());
     strings(&toml::Value::Table(table), &mut values, &mut keys);
-    // Key names are shown (`unknown field `x``): a value that is part of a key is not told apart.
+    // Key names are shown, quoted (`unknown field `x``): they are taken out of the message first
+    // (a value may equal a key with its quote, as `` `ttt `` in `` `ttt)` ``), and a value that is
+    // part of a key is not told apart.
+    let mut without_keys = error.message.clone();
+    for key in &keys {
+        without_keys = without_keys.replace(&format!("`{key}`"), "``");
+    }
     let in_a_key = |value: &String| keys.iter().any(|k: &String| k.contains(value.as_str()));
     for value in values.iter().filter(|v| v.len() >= 12 && !in_a_key(v)) {
         assert!(
-            !error.message.contains(value.as_str()),
+            !without_keys.contains(value.as_str()),
             "a string value of the table is in the error: {}",
             error.message
         );
