@@ -239,9 +239,9 @@ impl Driver {
                     }
                     Phase::Draining(end)
                 }
-                Phase::Draining(end) => self.drain(end).await,
+                Phase::Draining(end) => Box::pin(self.drain(end)).await,
                 Phase::Closing(end) => {
-                    self.close_lingering().await;
+                    Box::pin(self.close_lingering()).await;
                     return end;
                 }
                 Phase::Gone(end) => return end,
@@ -384,7 +384,11 @@ impl Driver {
             Incoming::Read(ReadOutcome::Frame(frame)) => {
                 self.request_span = crate::telemetry::traces::request_span(&frame);
                 if self.connection.next_step_may_block() {
-                    match self.step_off_runtime(frame).await {
+                    // Boxed, like every path a connection takes once or rarely (SASL steps,
+                    // admission, persisting, opening the upstream, closing): the task is sized
+                    // for its largest state, for its whole life, so those live on the heap only
+                    // while they run and an idle connection stays small.
+                    match Box::pin(self.step_off_runtime(frame)).await {
                         Ok(actions) => actions,
                         Err(e) => return Some(Phase::Closing(End::Failed(e))),
                     }
@@ -486,7 +490,7 @@ impl Driver {
             match action {
                 Action::Admit(principal) => {
                     // The verdict's actions (the answer to the client, maybe a close) come next.
-                    let verdict = self.admit(&principal).await;
+                    let verdict = Box::pin(self.admit(&principal)).await;
                     let follow = self.connection.admitted(verdict);
                     delayed |= follow.iter().any(|a| matches!(a, Action::CloseAfter(_)));
                     for follow in follow.into_iter().rev() {
@@ -501,7 +505,7 @@ impl Driver {
                     }
                 }
                 Action::Persist(persist) => {
-                    if let Some(end) = self.carry_out_persist(persist).await {
+                    if let Some(end) = Box::pin(self.carry_out_persist(persist)).await {
                         return Some(Phase::Closing(end));
                     }
                 }

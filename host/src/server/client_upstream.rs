@@ -63,12 +63,21 @@ impl Driver {
     /// Queues one client frame for the upstream (sent by [`Driver::flush_upstream`]); its entry
     /// goes into the response queue first, so its answer always finds it.
     pub(super) async fn forward(&mut self, request: Forwarded) -> Result<(), DriverError> {
-        self.open_upstream(&request.identity).await?;
+        // Opening the upstream and re-authenticating it happen once per connection or session,
+        // and their futures are large (TLS, SASL): boxed, so that the connection's task (sized
+        // for its largest state, for its whole life) stays small while it waits.
+        if self.upstream.is_none() {
+            Box::pin(self.open_upstream(&request.identity)).await?;
+        } else {
+            self.check_identity(&request.identity)?;
+        }
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
         };
-        if let Err(source) = upstream.reauthenticate_if_due(&self.queue).await {
-            return Err(self.upstream_error(source));
+        if upstream.reauthentication_due() {
+            if let Err(source) = Box::pin(upstream.reauthenticate_if_due(&self.queue)).await {
+                return Err(self.upstream_error(source));
+            }
         }
         let Some(upstream) = self.upstream.as_mut() else {
             return Err(self.upstream_error(UpstreamError::Closed));
@@ -99,13 +108,7 @@ impl Driver {
         identity: &portcullis::forwarding::UpstreamIdentity,
     ) -> Result<(), DriverError> {
         if self.upstream.is_some() {
-            return match &self.upstream_identity {
-                Some(opened) if opened != identity => Err(DriverError::IdentitySwitched {
-                    opened: opened.clone(),
-                    requested: identity.clone(),
-                }),
-                _ => Ok(()),
-            };
+            return self.check_identity(identity);
         }
         // Who the connection acts as: the service login, or (delegated) the principal's token,
         // normally obtained when the session was admitted.
@@ -148,6 +151,21 @@ impl Driver {
         self.upstream = Some(sender);
         self.upstream_identity = Some(identity.clone());
         Ok(())
+    }
+
+    /// Every request sent on the open upstream must have been routed with the identity it
+    /// authenticated as.
+    fn check_identity(
+        &self,
+        identity: &portcullis::forwarding::UpstreamIdentity,
+    ) -> Result<(), DriverError> {
+        match &self.upstream_identity {
+            Some(opened) if opened != identity => Err(DriverError::IdentitySwitched {
+                opened: opened.clone(),
+                requested: identity.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn upstream_error(&self, source: UpstreamError) -> DriverError {

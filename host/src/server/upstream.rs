@@ -379,6 +379,13 @@ impl UpstreamSender {
         Ok(())
     }
 
+    /// Whether [`UpstreamSender::reauthenticate_if_due`] has something to do now.
+    pub fn reauthentication_due(&self) -> bool {
+        self.reauth
+            .as_ref()
+            .is_some_and(|reauth| Instant::now() >= reauth.due)
+    }
+
     /// Re-authenticates if the upstream session is close to its end. Call before queueing a
     /// client frame: the upstream processes requests in order, so a re-authentication started
     /// here is never interleaved with a client request. Its requests go through `queue`, whose
