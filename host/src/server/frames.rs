@@ -296,18 +296,15 @@ impl Outgoing {
     /// written is remembered, a later call writes the rest.
     pub async fn write_to<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> std::io::Result<()> {
         while !self.is_empty() {
-            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
-            let mut count = 0;
-            let pending = self.parts.get(self.head..).unwrap_or_default();
-            for (i, (slot, part)) in slices.iter_mut().zip(pending).enumerate() {
-                let bytes = part.bytes();
-                let skip = if i == 0 { self.offset } else { 0 };
-                *slot = IoSlice::new(bytes.get(skip..).unwrap_or_default());
-                count += 1;
-            }
-            let written = writer
-                .write_vectored(slices.get(..count).unwrap_or_default())
-                .await?;
+            // The slices are made on each poll, on the stack: held across the `.await` they would
+            // be part of every connection's task, for its whole life (1 KiB each side).
+            let written = std::future::poll_fn(|cx| {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let count = self.fill(&mut slices);
+                std::pin::Pin::new(&mut *writer)
+                    .poll_write_vectored(cx, slices.get(..count).unwrap_or_default())
+            })
+            .await?;
             if written == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
@@ -317,6 +314,19 @@ impl Outgoing {
         self.head = 0;
         self.offset = 0;
         writer.flush().await
+    }
+
+    /// Points `slices` at what is still to be written, in order; returns how many it filled.
+    fn fill<'a>(&'a self, slices: &mut [IoSlice<'a>]) -> usize {
+        let pending = self.parts.get(self.head..).unwrap_or_default();
+        let mut count = 0;
+        for (i, (slot, part)) in slices.iter_mut().zip(pending).enumerate() {
+            let bytes = part.bytes();
+            let skip = if i == 0 { self.offset } else { 0 };
+            *slot = IoSlice::new(bytes.get(skip..).unwrap_or_default());
+            count += 1;
+        }
+        count
     }
 
     /// Marks `written` bytes from the head as sent.
