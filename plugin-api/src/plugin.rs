@@ -125,14 +125,37 @@ pub fn parse_config<C: DeserializeOwned>(text: &str) -> Result<C, ConfigError> {
 /// serde quotes the value it refused (`invalid type: string "…", expected a map`); a plugin's
 /// table may hold secrets (tokens, passwords) and the host prints these messages, so quoted
 /// strings are cut out. Field names (in backticks) and the expected type stay.
+///
+/// serde writes a string value in Rust's debug form, so a quote inside it comes escaped (`\"`):
+/// splitting the message at every quote would show what follows an escaped one. And a field name
+/// is shown as it is, quotes and all: a quote inside backticks opens no string.
 fn redact_strings(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
-    // Even-numbered pieces are outside quotes, odd-numbered ones inside.
-    for (i, piece) in message.split('"').enumerate() {
-        if i % 2 == 0 {
-            out.push_str(piece);
-        } else {
-            out.push_str("(not shown)");
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {
+                out.push('`');
+                for c in chars.by_ref() {
+                    out.push(c);
+                    if c == '`' {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                out.push_str("(not shown)");
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        (false, _) => {}
+                    }
+                }
+            }
+            c => out.push(c),
         }
     }
     out
@@ -184,6 +207,29 @@ mod tests {
                 .unwrap()
                 .names,
             ["x"]
+        );
+    }
+
+    /// A value with a quote in it is hidden whole (serde escapes the quote; cut at every quote,
+    /// the part after it was shown), and a quote in a key name does not turn the rest of the
+    /// message inside out.
+    #[test]
+    fn a_quote_inside_a_value_or_a_key_shows_no_part_of_a_value() {
+        let text = "port = 'open\"sesame-secret-part'\n";
+        let error = parse_config::<Sample>(text).unwrap_err();
+        assert!(error.message.contains("invalid type"), "{error}");
+        assert!(!error.message.contains("sesame"), "{error}");
+        assert!(!error.message.contains("secret-part"), "{error}");
+
+        let text = "port = 1\n'na\"mes' = 2\n";
+        let error = parse_config::<Sample>(text).unwrap_err();
+        assert!(
+            error.message.contains("unknown field `na\"mes`"),
+            "{error}"
+        );
+        assert_eq!(
+            redact_strings(r#"string "a\"b\\" and `k"ey` then "c""#),
+            "string (not shown) and `k\"ey` then (not shown)"
         );
     }
 
