@@ -223,10 +223,7 @@ mod tests {
 
         let text = "port = 1\n'na\"mes' = 2\n";
         let error = parse_config::<Sample>(text).unwrap_err();
-        assert!(
-            error.message.contains("unknown field `na\"mes`"),
-            "{error}"
-        );
+        assert!(error.message.contains("unknown field `na\"mes`"), "{error}");
         assert_eq!(
             redact_strings(r#"string "a\"b\\" and `k"ey` then "c""#),
             "string (not shown) and `k\"ey` then (not shown)"
