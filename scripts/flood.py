@@ -121,7 +121,10 @@ async def _idle_unauthenticated(host, port, n, _user, _password, _counter):
     await _keep(n, one)
 
 
-async def _idle_authenticated(host, port, n, user, password, _counter):
+async def _idle_logged_in(host, port, n, user, password, metadata: bool) -> None:
+    """`n` connections (kept at n) that log in with PLAIN, with `metadata` send one Metadata
+    request, and then wait until the server closes them."""
+
     async def one(_):
         reader, writer = await _connect(host, port)
         try:
@@ -129,28 +132,22 @@ async def _idle_authenticated(host, port, n, user, password, _counter):
             error, _ = await _authenticate(reader, writer, 2, b"\0" + user.encode() + b"\0" + password.encode())
             if error != 0:
                 raise OSError(f"login failed: {error}")
+            if metadata:
+                # Metadata v1 for no topic: the brokers and the controller, from the upstream.
+                await _call(reader, writer, API_METADATA, 1, 3, struct.pack(">i", 0))
             await reader.read()
         finally:
             writer.close()
 
     await _keep(n, one)
+
+
+async def _idle_authenticated(host, port, n, user, password, _counter):
+    await _idle_logged_in(host, port, n, user, password, metadata=False)
 
 
 async def _idle_after_metadata(host, port, n, user, password, _counter):
-    async def one(_):
-        reader, writer = await _connect(host, port)
-        try:
-            await _handshake(reader, writer, "PLAIN")
-            error, _ = await _authenticate(reader, writer, 2, b"\0" + user.encode() + b"\0" + password.encode())
-            if error != 0:
-                raise OSError(f"login failed: {error}")
-            # Metadata v1 for no topic: the brokers and the controller, from the upstream.
-            await _call(reader, writer, API_METADATA, 1, 3, struct.pack(">i", 0))
-            await reader.read()
-        finally:
-            writer.close()
-
-    await _keep(n, one)
+    await _idle_logged_in(host, port, n, user, password, metadata=True)
 
 
 async def _held_frame(host, port, n, announced: int, sent: int, chunk: int) -> None:
