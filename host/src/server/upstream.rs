@@ -1,5 +1,5 @@
 //! Connections to the upstream cluster: opening one (TCP, then SASL with the node's
-//! [`LoginModule`] when the upstream requires it), sending frames and reading responses.
+//! [`LoginModule`](portcullis::login::LoginModule) when the upstream requires it), sending frames and reading responses.
 //!
 //! Portcullis' own requests (ApiVersions, SaslHandshake, SaslAuthenticate, discovery Metadata) use
 //! correlation ids from a reserved range at the top of `i32`, as the Java client does. Most are
