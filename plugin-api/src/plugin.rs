@@ -128,12 +128,19 @@ pub fn parse_config<C: DeserializeOwned>(text: &str) -> Result<C, ConfigError> {
 ///
 /// serde writes a string value in Rust's debug form, so a quote inside it comes escaped (`\"`):
 /// splitting the message at every quote would show what follows an escaped one. And a field name
-/// is shown as it is, quotes and all: a quote inside backticks opens no string.
+/// is shown as it is, quotes and all: a quote inside backticks opens no string. An unknown
+/// variant is a value too, though serde puts it in backticks.
 fn redact_strings(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut chars = message.chars();
     while let Some(c) = chars.next() {
         match c {
+            // After "unknown variant", the backticks hold the value refused (an enum setting's
+            // string), not a field name.
+            '`' if out.ends_with("unknown variant ") => {
+                out.push_str("(not shown)");
+                chars.by_ref().take_while(|&c| c != '`').for_each(drop);
+            }
             '`' => {
                 out.push('`');
                 for c in chars.by_ref() {
@@ -224,6 +231,25 @@ mod tests {
         let text = "port = 1\n'na\"mes' = 2\n";
         let error = parse_config::<Sample>(text).unwrap_err();
         assert!(error.message.contains("unknown field `na\"mes`"), "{error}");
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum Mode {
+            Open,
+            Closed,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code, reason = "read only by the deserializer")]
+        struct WithMode {
+            mode: Mode,
+        }
+        let error = parse_config::<WithMode>("mode = 'hunter2-secret'").unwrap_err();
+        assert!(error.message.contains("unknown variant"), "{error}");
+        assert!(!error.message.contains("hunter2"), "{error}");
+        assert!(error.message.contains("`open`"), "{error}");
+        assert_eq!(
+            redact_strings("unknown variant `hunter2`, expected `a` or `b`"),
+            "unknown variant (not shown), expected `a` or `b`"
+        );
         assert_eq!(
             redact_strings(r#"string "a\"b\\" and `k"ey` then "c""#),
             "string (not shown) and `k\"ey` then (not shown)"
