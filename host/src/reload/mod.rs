@@ -352,10 +352,8 @@ impl Reloader {
                 || diff::is_under(key, &login_table)
         };
         if delegated(&running.config) || delegated(&new) {
-            for key in changes.iter().map(|c| c.key.clone()).collect::<Vec<_>>() {
-                if is_login_key(&key) {
-                    diff::needs_restart(&mut changes, &key);
-                }
+            for change in changes.iter_mut().filter(|c| is_login_key(&c.key)) {
+                change.effect = Effect::Restart;
             }
         }
         let restart: Vec<String> = changes

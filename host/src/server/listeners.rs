@@ -139,27 +139,11 @@ async fn close_refused(mut stream: TcpStream) {
     .await;
 }
 
-/// [`client::serve`]'s future, made and boxed in a plain function: made inside the async
+/// The future `make` makes, on the heap. Made inside this plain function: made in the async
 /// function that awaits it, even boxed at once, it would still take its full size in that
-/// function's own state.
-fn serve_boxed<S: super::sockets::ClientStream>(
-    shared: Arc<Shared>,
-    stream: S,
-    peer: SocketAddr,
-    target: Target,
-    tls: Option<portcullis::principal::TlsPeer>,
-    slot: Slot,
-    live: Arc<super::live::Live>,
-) -> std::pin::Pin<Box<impl std::future::Future<Output = ()>>> {
-    Box::pin(client::serve(shared, stream, peer, target, tls, slot, live))
-}
-
-/// The TLS handshake's future, boxed as [`serve_boxed`] is.
-fn accept_boxed(
-    acceptor: &tokio_rustls::TlsAcceptor,
-    stream: TcpStream,
-) -> std::pin::Pin<Box<tokio_rustls::Accept<TcpStream>>> {
-    Box::pin(acceptor.accept(stream))
+/// function's own state (the closure holds only the arguments).
+fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::pin(make())
 }
 
 async fn handle(
@@ -176,20 +160,22 @@ async fn handle(
     // The listener's configuration now: a reload after this point does not change this
     // connection's certificate or limits.
     let live = shared.live.load_full();
-    // The connection's future is boxed (see `serve_boxed`), and so is the TLS path: the
+    // The connection's future is boxed (see `boxed`), and so is the TLS path: the
     // handshake's result holds the whole TLS stream, which a plaintext connection's task would
     // otherwise be sized for too. Inline, an idle plaintext connection's task was 11 KiB.
     match live.tls.clone() {
-        None => serve_boxed(shared, stream, peer, target, None, slot, live).await,
+        None => boxed(|| client::serve(shared, stream, peer, target, None, slot, live)).await,
         Some(acceptor) => {
             let tls = Box::pin(async move {
-                let handshake = accept_boxed(&acceptor, stream);
+                let handshake = boxed(|| acceptor.accept(stream));
                 match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Ok(tls)) => {
                         // The client's certificate chain, for the principal builder.
                         let tls_peer =
                             crate::tls_peer::peer_of(tls.get_ref().1.peer_certificates());
-                        serve_boxed(shared, tls, peer, target, Some(tls_peer), slot, live).await;
+                        let tls_peer = Some(tls_peer);
+                        boxed(|| client::serve(shared, tls, peer, target, tls_peer, slot, live))
+                            .await;
                     }
                     Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
