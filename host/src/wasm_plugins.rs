@@ -15,7 +15,7 @@ use crate::plugin_loader::{LoadedPlugin, PluginLoadReport, RefusalReason, Refuse
 use crate::services::HostContext;
 
 /// What a WASM plugin reports as the API it was built against.
-pub const WIT_API: &str = "wit portcullis:plugin@0.1.0";
+pub const WIT_API: &str = "wit portcullis:plugin@0.2.0";
 
 /// What a node loads from its plugin directory: every native library
 /// ([`crate::plugin_loader::load_plugin_dir`]), then every component, into one report (names must

@@ -64,14 +64,25 @@ impl Authorizer for WasmAuthorizer {
         context: &RequestContext<'_>,
         actions: &[Action<'_>],
     ) -> Vec<Authorization> {
-        let wit_context = request_context(context);
-        let wit_actions: Vec<wit::Action> = actions.iter().map(action).collect();
+        // One action (a request naming one resource, the common case) is lowered from the stack.
+        let (single, several): ([wit::Action<'_>; 1], Vec<wit::Action<'_>>);
+        let wit_actions: &[wit::Action<'_>] = if let [only] = actions {
+            single = [action(only)];
+            &single
+        } else {
+            several = actions.iter().map(action).collect();
+            &several
+        };
         let answer = self.pool.call("authorizing", |bindings, store| {
-            bindings.portcullis_plugin_authorizer().call_authorize(
-                store,
-                &wit_context,
-                &wit_actions,
-            )
+            let request = store.data_mut().request.hold(context);
+            let answer = bindings.portcullis_plugin_authorizer().call_authorize(
+                &mut *store,
+                principal(&context.principal),
+                request,
+                wit_actions,
+            );
+            store.data_mut().request.release();
+            answer
         });
         match answer {
             Ok(decisions) if decisions.len() >= actions.len() => decisions
@@ -99,50 +110,38 @@ impl Authorizer for WasmAuthorizer {
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> Decision {
-        let wit_context = request_context(context);
         let answer = self
             .pool
             .call("authorizing by resource type", |bindings, store| {
-                bindings
+                let request = store.data_mut().request.hold(context);
+                let answer = bindings
                     .portcullis_plugin_authorizer()
                     .call_authorize_by_resource_type(
-                        store,
-                        &wit_context,
+                        &mut *store,
+                        principal(&context.principal),
+                        request,
                         acl_operation(operation),
                         resource_type_of(resource_type),
-                    )
+                    );
+                store.data_mut().request.release();
+                answer
             });
         answer.map_or(Decision::Denied, decision)
     }
 }
 
-fn principal(principal: &Principal) -> types::Principal {
-    types::Principal {
-        kind: principal.kind.clone(),
-        name: principal.name.clone(),
+fn principal(principal: &Principal) -> types::PrincipalParam<'_> {
+    types::PrincipalParam {
+        kind: &principal.kind,
+        name: &principal.name,
     }
 }
 
-fn request_context(context: &RequestContext<'_>) -> wit::RequestContext {
-    wit::RequestContext {
-        principal: principal(&context.principal),
-        client_address: context.client_address.to_string(),
-        listener: context.listener.to_string(),
-        api_key: context.api_key,
-        api_version: context.api_version,
-        correlation_id: context.correlation_id,
-        client_id: context.client_id.as_deref().map(str::to_owned),
-        groups: context.groups.iter().map(principal).collect(),
-        scopes: context.scopes.to_vec(),
-        jti: context.jti.as_deref().map(str::to_owned),
-    }
-}
-
-fn action(action: &Action<'_>) -> wit::Action {
+fn action<'a>(action: &'a Action<'_>) -> wit::Action<'a> {
     wit::Action {
         operation: acl_operation(action.operation),
         resource_type: resource_type_of(action.resource.resource_type),
-        resource_name: action.resource.name.to_string(),
+        resource_name: &action.resource.name,
     }
 }
 

@@ -21,17 +21,17 @@ const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
 
 /// Each plugin kind's interface, as a component exports it.
 const KIND_EXPORTS: [(&str, WasmKind); 4] = [
-    ("portcullis:plugin/authorizer@0.1.0", WasmKind::Authorizer),
+    ("portcullis:plugin/authorizer@0.2.0", WasmKind::Authorizer),
     (
-        "portcullis:plugin/sasl-mechanism@0.1.0",
+        "portcullis:plugin/sasl-mechanism@0.2.0",
         WasmKind::SaslMechanism,
     ),
     (
-        "portcullis:plugin/principal-builder@0.1.0",
+        "portcullis:plugin/principal-builder@0.2.0",
         WasmKind::PrincipalBuilder,
     ),
     (
-        "portcullis:plugin/event-subscriber@0.1.0",
+        "portcullis:plugin/event-subscriber@0.2.0",
         WasmKind::EventSubscriber,
     ),
 ];
@@ -139,6 +139,7 @@ impl WasmRuntime {
     ) -> wasmtime::Result<Linker<State>> {
         let mut linker = Linker::new(&self.engine);
         bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
+        bindings::request::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
         self.grant_insecure_seed(component, &mut linker)?;
         let imports: Vec<String> = component
             .component_type()

@@ -12,8 +12,8 @@ use portcullis_plugin_api::sasl::TokenClaims;
 use wasmtime::component::Component;
 
 use crate::bindings::events::exports::portcullis::plugin::event_subscriber as wit;
+use crate::bindings::events::portcullis::plugin::types;
 use crate::bindings::events::{EventSubscriberPlugin, EventSubscriberPluginPre};
-use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::WasmError;
 use crate::pool::{world_pre, Pool, Setup};

@@ -23,6 +23,7 @@ mod limits;
 mod mechanism;
 mod pool;
 mod principal;
+mod request;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub use pool::WasmStats;
 pub const EXTENSION: &str = "wasm";
 
 /// The WIT package version this host speaks (`portcullis:plugin@…`).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// The plugin kind a component implements, read from its exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use crate::bindings::host::{self as wit_host, Level};
 use crate::bindings::types;
 use crate::error::{FailureKind, WasmError};
 use crate::limits::WasmLimits;
+use crate::request::RequestFacts;
 
 /// The longest log message a component may write; the rest is cut (a component must not be able
 /// to flood the gateway's log with one call).
@@ -26,10 +27,12 @@ const MAX_LOG_MESSAGE: usize = 4096;
 /// parses a configuration, more work than a call.
 const INIT_FUEL_FACTOR: u64 = 10;
 
-/// What a store holds: the memory cap and the plugin's host services (for `log`).
+/// What a store holds: the memory cap, the plugin's host services (for `log`) and, for an
+/// authorizer during a call, the request it decides.
 pub(crate) struct State {
     limiter: Limiter,
     host: Host,
+    pub(crate) request: RequestFacts,
 }
 
 /// Caps linear memory and tables; remembers a refusal so the failure is reported as `memory`
@@ -252,6 +255,7 @@ impl<P: Instantiate> Pool<P> {
                 memory_refused: false,
             },
             host: self.setup.host.clone(),
+            request: RequestFacts::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

@@ -352,7 +352,7 @@ fn files_that_are_not_plugin_components_are_refused_with_the_reason() {
     assert!(
         empty
             .to_string()
-            .contains("exports neither portcullis:plugin/authorizer@0.1.0"),
+            .contains("exports neither portcullis:plugin/authorizer@0.2.0"),
         "{empty}"
     );
     // The authorizer interface with an `init` that takes nothing.
@@ -362,7 +362,7 @@ fn files_that_are_not_plugin_components_are_refused_with_the_reason() {
             (core instance $i (instantiate $m))
             (func $init (canon lift (core func $i "init")))
             (instance $e (export "init" (func $init)))
-            (export "portcullis:plugin/authorizer@0.1.0" (instance $e)))"#,
+            (export "portcullis:plugin/authorizer@0.2.0" (instance $e)))"#,
     )
     .unwrap();
     let wrong = refusal("wrong.wasm", &wrong);
@@ -400,6 +400,64 @@ impl portcullis_plugin_api::host::HostServices for CapturedLog {
         _value: f64,
     ) {
     }
+}
+
+/// An authorizer learns the principal as an argument and every other fact of the request by
+/// asking the host through its `request-context` handle: each answer is the request's own.
+#[test]
+fn an_authorizer_asking_about_the_request_gets_each_fact_of_it() {
+    let captured = Arc::new(CapturedLog::default());
+    let path = components().join("wasm_misbehaving_authorizer.wasm");
+    let loaded = load_component(
+        runtime(),
+        &path,
+        &std::fs::read(&path).unwrap(),
+        "describe",
+        "mode = \"describe\"\n",
+        &WasmLimits::default(),
+        Host::new(Arc::clone(&captured) as Arc<dyn portcullis_plugin_api::host::HostServices>),
+    )
+    .unwrap();
+    let authorizer = authorizer(&loaded);
+    let group = |name: &str| Principal {
+        kind: "Group".into(),
+        name: name.into(),
+    };
+    let groups = [group("ops"), group("dev")];
+    let scopes = ["kafka.read".to_owned(), "kafka.write".to_owned()];
+    let with_token = RequestContext::new(
+        Principal::user("alice"),
+        "::ffff:10.1.2.3".parse().unwrap(),
+        "internal",
+        3,
+        12,
+        -5,
+    )
+    .with_client_id(Some("orders-app"))
+    .with_groups(&groups[..])
+    .with_scopes(&scopes[..])
+    .with_jti(Some("token-7"));
+    let actions = [
+        Action::new(AclOperation::Read, ResourceType::Topic, "payments"),
+        Action::new(AclOperation::Read, ResourceType::Topic, "refunds"),
+    ];
+    let answer = authorizer.authorize(&with_token, &actions);
+    assert!(answer.iter().all(|a| a.decision == Decision::Allowed));
+    // A second request on the same (pooled) instance: nothing of the first one is left.
+    let plain = context("bob");
+    let answer = authorizer.authorize(&plain, &actions[..1]);
+    assert_eq!(answer[0].decision, Decision::Allowed);
+    assert_eq!(
+        *captured.lines.lock().unwrap(),
+        [
+            "principal=User:alice address=::ffff:10.1.2.3 listener=internal api-key=3 \
+             api-version=12 correlation-id=-5 client-id=Some(\"orders-app\") \
+             groups=[Group:ops,Group:dev] scopes=[kafka.read,kafka.write] jti=Some(\"token-7\") \
+             actions=[payments,refunds]",
+            "principal=User:bob address=127.0.0.1 listener=client api-key=0 api-version=9 \
+             correlation-id=7 client-id=None groups=[] scopes=[] jti=None actions=[payments]",
+        ]
+    );
 }
 
 #[test]

@@ -11,8 +11,9 @@
 //! ```
 use std::sync::OnceLock;
 
-use exports::portcullis::plugin::authorizer::{Action, Decision, Guest, RequestContext};
-use portcullis::plugin::types::{AclOperation, ResourceType};
+use exports::portcullis::plugin::authorizer::{Action, Decision, Guest};
+use portcullis::plugin::request::RequestContext;
+use portcullis::plugin::types::{AclOperation, Principal, ResourceType};
 
 wit_bindgen::generate!({ path: "../../../plugins/wasm/wit", world: "authorizer-plugin" });
 
@@ -39,10 +40,16 @@ impl Guest for PrefixAuthorizer {
             .map_err(|_| "initialised twice".to_owned())
     }
 
-    fn authorize(context: RequestContext, actions: Vec<Action>) -> Vec<Decision> {
+    /// Only the principal matters here; the rest of the request (`context`) is there to ask,
+    /// each question a call to the host.
+    fn authorize(
+        principal: Principal,
+        _context: &RequestContext,
+        actions: Vec<Action>,
+    ) -> Vec<Decision> {
         // Without `init` every topic is denied (fail closed).
         let separator = SEPARATOR.get();
-        let name = context.principal.name.as_str();
+        let name = principal.name.as_str();
         actions
             .iter()
             .map(|action| {
@@ -63,7 +70,8 @@ impl Guest for PrefixAuthorizer {
 
     /// Any principal may have topics of its own.
     fn authorize_by_resource_type(
-        _context: RequestContext,
+        _principal: Principal,
+        _context: &RequestContext,
         _operation: AclOperation,
         _resource_type: ResourceType,
     ) -> Decision {

@@ -6,7 +6,9 @@
 //! - `short`: `authorize` answers fewer decisions than actions;
 //! - `allow`: everything is allowed (so a test sees the plugin is asked at all);
 //! - `clock`: reads the wall and monotonic clocks (WASI), and allows when the time is past 2020;
-//! - `random`: draws 32 random bytes (WASI), and allows when they are not all zero.
+//! - `random`: draws 32 random bytes (WASI), and allows when they are not all zero;
+//! - `describe`: asks the host every fact of the request, logs them on one line through the
+//!   host's `log`, and allows (so a test sees what a component is told).
 //!
 //! `clock` and `random` reach for the system: they trap unless `[plugins.wasm.NAME] grant`
 //! names `clocks` / `random`.
@@ -15,8 +17,10 @@
 //! topics, groups, the cluster) are allowed, so one instance answers some calls and fails others.
 use std::cell::RefCell;
 
-use exports::portcullis::plugin::authorizer::{Action, Decision, Guest, RequestContext};
-use portcullis::plugin::types::{AclOperation, ResourceType};
+use exports::portcullis::plugin::authorizer::{Action, Decision, Guest};
+use portcullis::plugin::host::{log, Level};
+use portcullis::plugin::request::RequestContext;
+use portcullis::plugin::types::{AclOperation, Principal, ResourceType};
 
 wit_bindgen::generate!({ path: "../../../plugins/wasm/wit", world: "authorizer-plugin" });
 
@@ -34,14 +38,22 @@ impl Guest for Misbehaving {
             .find_map(|line| line.trim().strip_prefix("mode = "))
             .map(|v| v.trim_matches('"').to_owned())
             .ok_or_else(|| "missing field `mode`".to_owned())?;
-        if !["trap", "loop", "grow", "short", "allow", "clock", "random"].contains(&mode.as_str()) {
+        if ![
+            "trap", "loop", "grow", "short", "allow", "clock", "random", "describe",
+        ]
+        .contains(&mode.as_str())
+        {
             return Err(format!("mode: unknown mode {mode:?}"));
         }
         MODE.with(|m| *m.borrow_mut() = mode);
         Ok(())
     }
 
-    fn authorize(_context: RequestContext, actions: Vec<Action>) -> Vec<Decision> {
+    fn authorize(
+        principal: Principal,
+        context: &RequestContext,
+        actions: Vec<Action>,
+    ) -> Vec<Decision> {
         let calm = actions
             .iter()
             .all(|a| a.resource_type != ResourceType::Topic || a.resource_name.starts_with("ok."));
@@ -55,12 +67,17 @@ impl Guest for Misbehaving {
             "short" => Vec::new(),
             "clock" => answer(&actions, past_2020()),
             "random" => answer(&actions, random_nonzero()),
+            "describe" => {
+                log(Level::Info, &describe(&principal, context, &actions));
+                answer(&actions, true)
+            }
             _ => actions.iter().map(|_| Decision::Allowed).collect(),
         }
     }
 
     fn authorize_by_resource_type(
-        _context: RequestContext,
+        _principal: Principal,
+        _context: &RequestContext,
         _operation: AclOperation,
         _resource_type: ResourceType,
     ) -> Decision {
@@ -75,6 +92,33 @@ fn answer(actions: &[Action], allowed: bool) -> Vec<Decision> {
         Decision::Denied
     };
     actions.iter().map(|_| decision).collect()
+}
+
+/// Every fact of the request, as `key=value` pairs.
+fn describe(principal: &Principal, context: &RequestContext, actions: &[Action]) -> String {
+    let principals = |list: Vec<Principal>| {
+        list.iter()
+            .map(|p| format!("{}:{}", p.kind, p.name))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let names: Vec<&str> = actions.iter().map(|a| a.resource_name.as_str()).collect();
+    format!(
+        "principal={}:{} address={} listener={} api-key={} api-version={} correlation-id={} \
+         client-id={:?} groups=[{}] scopes=[{}] jti={:?} actions=[{}]",
+        principal.kind,
+        principal.name,
+        context.client_address(),
+        context.listener(),
+        context.api_key(),
+        context.api_version(),
+        context.correlation_id(),
+        context.client_id(),
+        principals(context.groups()),
+        context.scopes().join(","),
+        context.jti(),
+        names.join(","),
+    )
 }
 
 /// `wasi:clocks/wall-clock` and `wasi:clocks/monotonic-clock`.
