@@ -126,3 +126,36 @@ def test_the_upstream_login_changed_by_reload_applies_to_new_upstream_connection
         assert produces(first, topic)
     finally:
         first.close(timeout=5)
+
+
+def test_with_the_delegated_policy_a_changed_upstream_login_is_refused_and_needs_a_restart(
+        launcher, kafka_env, run_dir, unique):
+    """`delegated` names its service principal after the login's credential at start, so under it
+    a reload that changes the login (here the password) is refused naming the key, nothing of it
+    applies, and the node goes on serving with the login it started with."""
+    topic = unique("reload-login-delegated")
+    admin = kafka_admin(kafka_env)
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+                                 operation_timeout=30).values():
+        f.result(timeout=60)
+    upstream = {"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]], "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
+                "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+    delegated = '\n[forwarding]\npolicy = "delegated"\n'
+    name = unique("reload-login-delegated")
+    node = ReloadNode(launcher, name, Settings(upstream=upstream, tail=delegated))
+    before = node.reloads("refused")
+    node.write(Settings(upstream={**upstream, "password": "another-password"}, tail=delegated))
+    r = node.reload()
+    said = r.stdout + r.stderr
+    assert r.returncode != 0, said
+    assert "upstream.password" in said and "restart" in said, said
+    assert "another-password" not in said
+    assert node.reloads("refused") == before + 1
+    # Still the login it started with: a new client's session gets its delegated upstream
+    # connection, and its request an answer from Kafka (allowed or not, it is Kafka's).
+    producer = producer_of(node)
+    try:
+        produces(producer, topic)
+    finally:
+        producer.close(timeout=5)
