@@ -9,6 +9,8 @@
 #   scripts/fuzz.sh --time 600 --jobs 2     # every target, two at a time
 #   scripts/fuzz.sh --merge --time 300      # ... and add what found new coverage to fuzz/corpus
 #   scripts/fuzz.sh --ledger fuzz/ledger.tsv --time 900   # ... and append each run's CPU time there
+#   scripts/fuzz.sh --cpu 3600 envelope     # until the fuzzer has used an hour of CPU (however
+#                                           # long that takes beside other work)
 #   scripts/fuzz.sh --list
 #
 # Built with the toolchain of rust-toolchain.toml, not nightly and not cargo-fuzz: the same
@@ -31,6 +33,7 @@ cd "$ROOT"
 source "$ROOT/scripts/lib/common.sh"
 
 TIME=30
+CPU_BUDGET=0
 JOBS=1
 MERGE=0
 LIST=0
@@ -39,16 +42,18 @@ TARGETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --time) TIME="$2"; shift 2 ;;
+    --cpu) CPU_BUDGET="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     --merge) MERGE=1; shift ;;
     --list) LIST=1; shift ;;
     --ledger) LEDGER="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) TARGETS+=("$1"); shift ;;
   esac
 done
 [[ "$TIME" =~ ^[0-9]+$ && "$TIME" -gt 0 ]] || die "--time takes a whole number of seconds"
+[[ "$CPU_BUDGET" =~ ^[0-9]+$ ]] || die "--cpu takes a whole number of seconds"
 [[ "$JOBS" =~ ^[0-9]+$ && "$JOBS" -gt 0 ]] || die "--jobs takes a positive number"
 
 # Every [[bin]] of fuzz/Cargo.toml is a target.
@@ -84,36 +89,51 @@ BIN_DIR="$BUILD_DIR/$HOST_TRIPLE/release"
 
 # One target: the kept corpus read, new inputs written to scratch, crashes to the run dir.
 # Prints one summary line: target seconds execs cov corpus result.
+#
+# With --cpu, the fuzzer runs again (on the kept corpus and what the runs before found) until its
+# CPU time adds up to the budget: at nice 19 on a busy machine a target gets far less CPU than wall
+# time, and a fuzzing budget counts CPU. Each run is at most the CPU still missing, in wall time.
 fuzz_one() {
   local t="$1" dir="$RUN_DIR/$1"
   mkdir -p "$dir/new" "$ROOT/fuzz/corpus/$t"
-  local started rc=0
+  local started rc=0 cpu=0 execs=0 run=0
   started=$(date +%s)
-  # CPU time, not wall time, is what a fuzzing budget counts: at nice 19 on a busy machine a
-  # target gets far less than its wall time. Bash's `time` keyword reports the child's.
-  local TIMEFORMAT='%U %S'
-  { time "$BIN_DIR/$t" "$dir/new" "$ROOT/fuzz/corpus/$t" \
-    -max_total_time="$TIME" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$dir/" >"$dir/log" 2>&1 || rc=$?; } 2>"$dir/times"
+  while :; do
+    run=$((run + 1))
+    local limit="$TIME"
+    [[ $CPU_BUDGET -gt 0 ]] && limit=$((CPU_BUDGET - cpu))
+    # Bash's `time` keyword reports the child's user and system seconds.
+    local TIMEFORMAT='%U %S'
+    { time "$BIN_DIR/$t" "$dir/new" "$ROOT/fuzz/corpus/$t" \
+      -max_total_time="$limit" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$dir/" >"$dir/log" 2>&1 || rc=$?; } 2>"$dir/times"
+    cp "$dir/log" "$dir/log.$run"
+    cpu=$(( cpu + $(awk '{ printf "%.0f", $1 + $2 }' "$dir/times" 2>/dev/null || echo 0) ))
+    local ran
+    ran=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
+    execs=$(( execs + ${ran:-0} ))
+    [[ $rc -ne 0 || $CPU_BUDGET -eq 0 || $cpu -ge $CPU_BUDGET ]] && break
+  done
   local seconds=$(( $(date +%s) - started ))
-  local cpu
-  cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$dir/times" 2>/dev/null || echo "?")
-  local execs cov corpus result=ok
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
+  local cov corpus result=ok
   cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2)
   if [[ $rc -ne 0 ]]; then
     # libFuzzer names the input it stopped on crash-*, timeout-*, oom- or slow-unit-*.
-    result="CRASH (exit $rc): $(find "$dir" -maxdepth 1 -type f -name '*-*' ! -name log | head -1)"
+    result="CRASH (exit $rc): $(find "$dir" -maxdepth 1 -type f -name '*-*' ! -name 'log*' | head -1)"
   elif [[ $MERGE -eq 1 ]]; then
     "$BIN_DIR/$t" -merge=1 -max_len=8192 "$ROOT/fuzz/corpus/$t" "$dir/new" >"$dir/merge.log" 2>&1 \
       || result="merge failed (see $dir/merge.log)"
   fi
   corpus=$(find "$ROOT/fuzz/corpus/$t" -type f | wc -l)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "${cpu:-?}" "${execs:-?}" "${cov:-?}" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "$cpu" "$execs" "${cov:-?}" \
     "$corpus" "$result" >"$dir/summary"
 }
 
-log "fuzzing each target for ${TIME}s, $JOBS at a time; logs in $RUN_DIR"
+if [[ $CPU_BUDGET -gt 0 ]]; then
+  log "fuzzing each target until it used ${CPU_BUDGET} CPU seconds, $JOBS at a time; logs in $RUN_DIR"
+else
+  log "fuzzing each target for ${TIME}s, $JOBS at a time; logs in $RUN_DIR"
+fi
 running=0
 for t in "${TARGETS[@]}"; do
   fuzz_one "$t" &
