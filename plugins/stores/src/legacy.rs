@@ -411,6 +411,10 @@ mod tests {
         img.extend_from_slice(&tail[HEADER_LEN..]);
         let err = super::scan(&img).unwrap_err();
         assert_eq!(err.offset, first as u64);
-        assert!(err.reason.contains("an intact record follows"), "{}", err.reason);
+        assert!(
+            err.reason.contains("an intact record follows"),
+            "{}",
+            err.reason
+        );
     }
 }
