@@ -19,6 +19,7 @@ use crate::bindings::types;
 use crate::engine::WasmRuntime;
 use crate::error::{FailureKind, WasmError};
 use crate::pool::{world_pre, Pool, Setup};
+use crate::request::with_request;
 
 world_pre!(
     AuthorizerPre,
@@ -74,15 +75,14 @@ impl Authorizer for WasmAuthorizer {
             &several
         };
         let answer = self.pool.call("authorizing", |bindings, store| {
-            let request = store.data_mut().request.hold(context);
-            let answer = bindings.portcullis_plugin_authorizer().call_authorize(
-                &mut *store,
-                principal(&context.principal),
-                request,
-                wit_actions,
-            );
-            store.data_mut().request.release();
-            answer
+            with_request(store, context, |store, request| {
+                bindings.portcullis_plugin_authorizer().call_authorize(
+                    store,
+                    principal(&context.principal),
+                    request,
+                    wit_actions,
+                )
+            })
         });
         match answer {
             Ok(decisions) if decisions.len() >= actions.len() => decisions
@@ -113,18 +113,17 @@ impl Authorizer for WasmAuthorizer {
         let answer = self
             .pool
             .call("authorizing by resource type", |bindings, store| {
-                let request = store.data_mut().request.hold(context);
-                let answer = bindings
-                    .portcullis_plugin_authorizer()
-                    .call_authorize_by_resource_type(
-                        &mut *store,
-                        principal(&context.principal),
-                        request,
-                        acl_operation(operation),
-                        resource_type_of(resource_type),
-                    );
-                store.data_mut().request.release();
-                answer
+                with_request(store, context, |store, request| {
+                    bindings
+                        .portcullis_plugin_authorizer()
+                        .call_authorize_by_resource_type(
+                            store,
+                            principal(&context.principal),
+                            request,
+                            acl_operation(operation),
+                            resource_type_of(resource_type),
+                        )
+                })
             });
         answer.map_or(Decision::Denied, decision)
     }

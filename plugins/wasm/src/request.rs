@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use portcullis_plugin_api::authorizer::RequestContext;
 use portcullis_plugin_api::principal::Principal;
 use wasmtime::component::Resource;
+use wasmtime::Store;
 
 use crate::bindings::authorizer::portcullis::plugin::request::{Host, HostRequestContext};
 use crate::bindings::types;
@@ -59,7 +60,7 @@ impl Default for RequestFacts {
 impl RequestFacts {
     /// Takes the facts of `context`, reusing this value's buffers, and returns the handle to
     /// pass to the component.
-    pub(crate) fn hold(&mut self, context: &RequestContext<'_>) -> Resource<RequestFacts> {
+    fn hold(&mut self, context: &RequestContext<'_>) -> Resource<RequestFacts> {
         self.client_address = context.client_address;
         context.listener.as_ref().clone_into(&mut self.listener);
         self.api_key = context.api_key;
@@ -73,13 +74,26 @@ impl RequestFacts {
     }
 
     /// Forgets the request once the call returned (its buffers stay for the next one).
-    pub(crate) fn release(&mut self) {
+    fn release(&mut self) {
         self.listener.clear();
         self.client_id = None;
         self.groups.clear();
         self.scopes.clear();
         self.jti = None;
     }
+}
+
+/// Runs `call` (a call into the component) with the facts of `context` held in `store` and the
+/// handle that names them; they are released when it returns, whatever it returned.
+pub(crate) fn with_request<R>(
+    store: &mut Store<State>,
+    context: &RequestContext<'_>,
+    call: impl FnOnce(&mut Store<State>, Resource<RequestFacts>) -> R,
+) -> R {
+    let request = store.data_mut().request.hold(context);
+    let answer = call(store, request);
+    store.data_mut().request.release();
+    answer
 }
 
 /// `target = source`, keeping `target`'s buffer when both are set.
