@@ -38,6 +38,19 @@ def kafka_admin(kafka_env) -> AdminClient:
     })
 
 
+def create_topic(admin: AdminClient, topic: str) -> None:
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+                                 operation_timeout=30).values():
+        f.result(timeout=60)
+
+
+def admin_login(kafka_env) -> dict:
+    """`[upstream]` logging in to Kafka's SASL listener as its super user."""
+    return {"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]], "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
+            "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+
+
 def producer_of(node: ReloadNode) -> KafkaProducer:
     return KafkaProducer(acks="all", max_block_ms=20000,
                          **kafka_python_conf(node.gateway(), "SCRAM-SHA-512", "alice", PORTCULLIS_USERS["alice"]))
@@ -69,13 +82,9 @@ def test_the_upstream_login_changed_by_reload_applies_to_new_upstream_connection
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(timeout=30)
     topic = unique("reload-login")
-    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
-                                 operation_timeout=30).values():
-        f.result(timeout=60)
+    create_topic(admin, topic)
 
-    upstream = {"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]], "security_protocol": "SASL_PLAINTEXT",
-                "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
-                "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+    upstream = admin_login(kafka_env)
     name = unique("reload-login")
     plugins = run_dir / f"{name}-plugins"
     plugins.mkdir()
@@ -134,13 +143,8 @@ def test_with_the_delegated_policy_a_changed_upstream_login_is_refused_and_needs
     a reload that changes the login (here the password) is refused naming the key, nothing of it
     applies, and the node goes on serving with the login it started with."""
     topic = unique("reload-login-delegated")
-    admin = kafka_admin(kafka_env)
-    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
-                                 operation_timeout=30).values():
-        f.result(timeout=60)
-    upstream = {"bootstrap_servers": [kafka_env["KAFKA_SASL_BOOTSTRAP"]], "security_protocol": "SASL_PLAINTEXT",
-                "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
-                "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+    create_topic(kafka_admin(kafka_env), topic)
+    upstream = admin_login(kafka_env)
     delegated = '\n[forwarding]\npolicy = "delegated"\n'
     name = unique("reload-login-delegated")
     node = ReloadNode(launcher, name, Settings(upstream=upstream, tail=delegated))
