@@ -402,22 +402,32 @@ impl portcullis_plugin_api::host::HostServices for CapturedLog {
     }
 }
 
-/// An authorizer learns the principal as an argument and every other fact of the request by
-/// asking the host through its `request-context` handle: each answer is the request's own.
-#[test]
-fn an_authorizer_asking_about_the_request_gets_each_fact_of_it() {
+/// `file` loaded as plugin `name` with the default limits, its log lines kept.
+fn load_logging(file: &str, name: &str, config: &str) -> (LoadedComponent, Arc<CapturedLog>) {
     let captured = Arc::new(CapturedLog::default());
-    let path = components().join("wasm_misbehaving_authorizer.wasm");
+    let path = components().join(format!("{file}.wasm"));
     let loaded = load_component(
         runtime(),
         &path,
         &std::fs::read(&path).unwrap(),
-        "describe",
-        "mode = \"describe\"\n",
+        name,
+        config,
         &WasmLimits::default(),
         Host::new(Arc::clone(&captured) as Arc<dyn portcullis_plugin_api::host::HostServices>),
     )
     .unwrap();
+    (loaded, captured)
+}
+
+/// An authorizer learns the principal as an argument and every other fact of the request by
+/// asking the host through its `request-context` handle: each answer is the request's own.
+#[test]
+fn an_authorizer_asking_about_the_request_gets_each_fact_of_it() {
+    let (loaded, captured) = load_logging(
+        "wasm_misbehaving_authorizer",
+        "describe",
+        "mode = \"describe\"\n",
+    );
     let authorizer = authorizer(&loaded);
     let group = |name: &str| Principal {
         kind: "Group".into(),
@@ -511,18 +521,7 @@ fn the_principal_builder_maps_the_sasl_name_or_the_certificate_cn_and_refuses_li
 fn the_event_subscriber_gets_each_event_as_the_wit_variant() {
     use portcullis_plugin_api::credentials::CredentialId;
     use portcullis_plugin_api::events::Event;
-    let captured = Arc::new(CapturedLog::default());
-    let path = components().join("wasm_event_log.wasm");
-    let loaded = load_component(
-        runtime(),
-        &path,
-        &std::fs::read(&path).unwrap(),
-        "event-log",
-        "",
-        &WasmLimits::default(),
-        Host::new(Arc::clone(&captured) as Arc<dyn portcullis_plugin_api::host::HostServices>),
-    )
-    .unwrap();
+    let (loaded, captured) = load_logging("wasm_event_log", "event-log", "");
     let WasmPlugin::EventSubscriber(subscriber) = &loaded.plugin else {
         panic!("not an event subscriber: {:?}", loaded.plugin);
     };
