@@ -14,9 +14,6 @@ use crate::plugin_config::{PluginConfigError, PluginTables};
 use crate::plugin_loader::{LoadedPlugin, PluginLoadReport, RefusalReason, RefusedPlugin};
 use crate::services::HostContext;
 
-/// What a WASM plugin reports as the API it was built against.
-pub const WIT_API: &str = "wit portcullis:plugin@0.2.0";
-
 /// What a node loads from its plugin directory: every native library
 /// ([`crate::plugin_loader::load_plugin_dir`]), then every component, into one report (names must
 /// be unique across libraries and components).
@@ -166,7 +163,8 @@ fn load_one(
         path,
         name,
         kind,
-        api_version: WIT_API.to_owned(),
+        // The API it was built against, as `portcullis plugins` shows it.
+        api_version: format!("wit {}", portcullis_plugin_wasm::WIT_PACKAGE),
         instance,
         warnings: Vec::new(),
     });

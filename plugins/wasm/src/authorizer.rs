@@ -1,5 +1,6 @@
-//! `portcullis:plugin/authorizer` as an [`Authorizer`]: the request context and actions become
-//! WIT values, the component answers one decision per action, and anything else — a trap, the
+//! `portcullis:plugin/authorizer` as an [`Authorizer`]: the principal and the actions become WIT
+//! values, the rest of the request is answered when the component asks (`crate::request`), the
+//! component answers one decision per action, and anything else — a trap, the
 //! fuel or the memory cap, fewer decisions than actions — denies every action of the request
 //! (as the C ABI's adapter does), with the `Failed` rule in the audit log.
 
@@ -23,7 +24,7 @@ use crate::request::with_request;
 
 world_pre!(
     AuthorizerPre,
-    "authorizer-plugin",
+    crate::engine::AUTHORIZER_WORLD,
     AuthorizerPluginPre,
     AuthorizerPlugin,
     crate::WasmKind::Authorizer,
@@ -65,7 +66,8 @@ impl Authorizer for WasmAuthorizer {
         context: &RequestContext<'_>,
         actions: &[Action<'_>],
     ) -> Vec<Authorization> {
-        // One action (a request naming one resource, the common case) is lowered from the stack.
+        // One action (a request naming one resource, the common case) needs no `Vec` on the host
+        // side; lowering it into the component still calls the component's allocator.
         let (single, several): ([wit::Action<'_>; 1], Vec<wit::Action<'_>>);
         let wit_actions: &[wit::Action<'_>] = if let [only] = actions {
             single = [action(only)];
@@ -78,7 +80,7 @@ impl Authorizer for WasmAuthorizer {
             with_request(store, context, |store, request| {
                 bindings.portcullis_plugin_authorizer().call_authorize(
                     store,
-                    principal(&context.principal),
+                    borrowed_principal(&context.principal),
                     request,
                     wit_actions,
                 )
@@ -118,7 +120,7 @@ impl Authorizer for WasmAuthorizer {
                         .portcullis_plugin_authorizer()
                         .call_authorize_by_resource_type(
                             store,
-                            principal(&context.principal),
+                            borrowed_principal(&context.principal),
                             request,
                             acl_operation(operation),
                             resource_type_of(resource_type),
@@ -129,7 +131,7 @@ impl Authorizer for WasmAuthorizer {
     }
 }
 
-fn principal(principal: &Principal) -> types::PrincipalParam<'_> {
+fn borrowed_principal(principal: &Principal) -> types::PrincipalParam<'_> {
     types::PrincipalParam {
         kind: &principal.kind,
         name: &principal.name,

@@ -1,5 +1,6 @@
 //! The wasmtime engine (one per gateway), compiling components, telling which kind a component
-//! exports, and the linker that gives a component the host's `log` and nothing else.
+//! exports, and the linker that gives a component the host's `log` (and an authorizer its
+//! `request`) and nothing else.
 
 use std::path::Path;
 
@@ -19,19 +20,25 @@ use crate::WasmKind;
 /// to learn anything about the gateway (a fresh random per call, from std's own hasher keys).
 const INSECURE_SEED: &str = "wasi:random/insecure-seed@";
 
+/// The world of an authorizer component, the one that imports `request`.
+pub(crate) const AUTHORIZER_WORLD: &str = "authorizer-plugin";
+
 /// Each plugin kind's interface, as a component exports it.
 const KIND_EXPORTS: [(&str, WasmKind); 4] = [
-    ("portcullis:plugin/authorizer@0.2.0", WasmKind::Authorizer),
     (
-        "portcullis:plugin/sasl-mechanism@0.2.0",
+        concat!("portcullis:plugin/authorizer@", wit_version!()),
+        WasmKind::Authorizer,
+    ),
+    (
+        concat!("portcullis:plugin/sasl-mechanism@", wit_version!()),
         WasmKind::SaslMechanism,
     ),
     (
-        "portcullis:plugin/principal-builder@0.2.0",
+        concat!("portcullis:plugin/principal-builder@", wit_version!()),
         WasmKind::PrincipalBuilder,
     ),
     (
-        "portcullis:plugin/event-subscriber@0.2.0",
+        concat!("portcullis:plugin/event-subscriber@", wit_version!()),
         WasmKind::EventSubscriber,
     ),
 ];
@@ -123,23 +130,27 @@ impl WasmRuntime {
             world,
             message: format!("{e:#}"),
         };
-        let linker = self.linker(component, granted).map_err(link_error)?;
+        let linker = self.linker(component, world, granted).map_err(link_error)?;
         let pre = linker.instantiate_pre(component).map_err(link_error)?;
         typed(pre).map_err(link_error)
     }
 
-    /// A linker for `component`: the `host` interface, the WASI interfaces `granted`, and every
+    /// A linker for `component` of `world`: the `host` interface, for an authorizer the `request`
+    /// it is asked about, the WASI interfaces `granted`, and every
     /// other import (WASI, anything) defined as a function that traps — by default the sandbox
     /// grants no file, socket, clock or environment, and a component that reaches for one fails
     /// that call closed.
     fn linker(
         &self,
         component: &Component,
+        world: &str,
         granted: &[WasiGrant],
     ) -> wasmtime::Result<Linker<State>> {
         let mut linker = Linker::new(&self.engine);
         bindings::host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
-        bindings::request::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
+        if world == AUTHORIZER_WORLD {
+            bindings::request::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)?;
+        }
         self.grant_insecure_seed(component, &mut linker)?;
         let imports: Vec<String> = component
             .component_type()

@@ -13,6 +13,14 @@
 //! of the host sees an `Arc<dyn Authorizer>` like any other. Instances are pooled
 //! (`pool.rs`): a call takes an initialised instance, and gives it back unless it failed.
 
+/// The version of `wit/plugin.wit`'s package, written once: the constants below and the export
+/// names the engine looks for are built from it (a test checks it against the file).
+macro_rules! wit_version {
+    () => {
+        "0.2.0"
+    };
+}
+
 mod authorizer;
 mod bindings;
 mod engine;
@@ -43,7 +51,10 @@ pub use pool::WasmStats;
 pub const EXTENSION: &str = "wasm";
 
 /// The WIT package version this host speaks (`portcullis:plugin@…`).
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = wit_version!();
+
+/// The WIT package this host speaks, `portcullis:plugin@<version>`.
+pub const WIT_PACKAGE: &str = concat!("portcullis:plugin@", wit_version!());
 
 /// The plugin kind a component implements, read from its exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,4 +152,18 @@ pub fn load_component(
         )),
     };
     Ok(LoadedComponent { plugin, stats })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The version written once in this crate is the one of the WIT file it binds.
+    #[test]
+    fn the_wit_files_package_is_the_version_this_host_speaks() {
+        let wit = include_str!("../wit/plugin.wit");
+        let package = format!("package {};", super::WIT_PACKAGE);
+        assert!(
+            wit.lines().any(|line| line == package),
+            "wit/plugin.wit does not declare `{package}`"
+        );
+    }
 }

@@ -152,7 +152,7 @@ pub(crate) trait Instantiate: Send + Sync + 'static {
 /// [`Instantiate`] of plugin kind `$kind`: instances are `$bindings`, and `init` is the `init` of
 /// the exported interface `$interface` (the accessor `bindgen!` names after it).
 macro_rules! world_pre {
-    ($pre:ident, $world:literal, $typed_pre:ident, $bindings:ty, $kind:expr, $interface:ident) => {
+    ($pre:ident, $world:expr, $typed_pre:ident, $bindings:ty, $kind:expr, $interface:ident) => {
         pub(crate) struct $pre(pub(crate) $typed_pre<$crate::pool::State>);
 
         impl $pre {

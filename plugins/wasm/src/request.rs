@@ -2,15 +2,17 @@
 //! the component asks.
 //!
 //! Why a resource and not a record argument: every string or list handed to a component is one
-//! call into the component's allocator, and the record the 0.1 interface passed (principal,
-//! address, listener, client id, groups, scopes, token id) made ten of them per authorize call,
-//! most for fields few authorizers read. Now the call passes a handle and the actions; the
-//! component pays only for what it reads (`benches/forms.rs`, docs/benchmarks-history.md).
+//! call into the component's allocator; the 0.1 interface's authorize call made ten, seven of them
+//! for the record of the request (principal, address, listener, client id, groups, scopes, token
+//! id), mostly fields few authorizers read. Now the call passes the principal, a handle and the
+//! actions; the component pays only for what it reads (`benches/forms.rs`,
+//! docs/benchmarks-history.md).
 //!
-//! The facts are copied into the instance's store before each call (reusing the buffers of the
-//! previous one, so a warm call allocates nothing here) and cleared after it: the store cannot
-//! borrow the request, which lives only for the call. The component gets a borrowed handle, which
-//! the canonical ABI invalidates when the call returns, so it cannot ask about a request later.
+//! The facts are copied into the instance's store before each call and reset after it: the store
+//! cannot borrow the request, which lives only for the call. (The listener's buffer and the
+//! lists' capacity are kept for the next call; a client id, groups, scopes and a token id are
+//! copied anew when the request has them.) The component gets a borrowed handle, which the
+//! canonical ABI invalidates when the call returns, so it cannot ask about a request later.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -66,16 +68,21 @@ impl RequestFacts {
         self.api_key = context.api_key;
         self.api_version = context.api_version;
         self.correlation_id = context.correlation_id;
-        copy_option(&mut self.client_id, context.client_id.as_deref());
+        self.client_id = context.client_id.as_deref().map(str::to_owned);
         context.groups.as_ref().clone_into(&mut self.groups);
         context.scopes.as_ref().clone_into(&mut self.scopes);
-        copy_option(&mut self.jti, context.jti.as_deref());
+        self.jti = context.jti.as_deref().map(str::to_owned);
         Resource::new_borrow(CURRENT)
     }
 
-    /// Forgets the request once the call returned (its buffers stay for the next one).
+    /// Forgets the request once the call returned: nothing of it stays in an idle instance's
+    /// store (the listener's buffer and the lists' capacity stay, empty, for the next call).
     fn release(&mut self) {
+        self.client_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         self.listener.clear();
+        self.api_key = 0;
+        self.api_version = 0;
+        self.correlation_id = 0;
         self.client_id = None;
         self.groups.clear();
         self.scopes.clear();
@@ -96,18 +103,7 @@ pub(crate) fn with_request<R>(
     answer
 }
 
-/// `target = source`, keeping `target`'s buffer when both are set.
-fn copy_option(target: &mut Option<String>, source: Option<&str>) {
-    match (target.as_mut(), source) {
-        (Some(kept), Some(text)) => {
-            kept.clear();
-            kept.push_str(text);
-        }
-        (_, source) => *target = source.map(str::to_owned),
-    }
-}
-
-fn wit_principal(principal: &Principal) -> types::PrincipalResult {
+fn owned_principal(principal: &Principal) -> types::PrincipalResult {
     types::PrincipalResult {
         kind: principal.kind.clone(),
         name: principal.name.clone(),
@@ -142,7 +138,7 @@ impl HostRequestContext for State {
     }
 
     fn groups(&mut self, _: Resource<RequestFacts>) -> Vec<types::PrincipalResult> {
-        self.request.groups.iter().map(wit_principal).collect()
+        self.request.groups.iter().map(owned_principal).collect()
     }
 
     fn scopes(&mut self, _: Resource<RequestFacts>) -> Vec<String> {
@@ -153,7 +149,8 @@ impl HostRequestContext for State {
         self.request.jti.clone()
     }
 
-    /// Only borrowed handles are ever given, and the canonical ABI never drops a borrow.
+    /// Only borrowed handles are ever given: a component drops a borrow when it is done with it,
+    /// which never reaches the host's `drop` (that is for owned handles).
     fn drop(&mut self, _: Resource<RequestFacts>) -> wasmtime::Result<()> {
         Ok(())
     }

@@ -457,6 +457,13 @@ fn an_authorizer_asking_about_the_request_gets_each_fact_of_it() {
     let plain = context("bob");
     let answer = authorizer.authorize(&plain, &actions[..1]);
     assert_eq!(answer[0].decision, Decision::Allowed);
+    // The by-resource-type question gets the same facts.
+    let decision = authorizer.authorize_by_resource_type(
+        &with_token,
+        AclOperation::Write,
+        ResourceType::Topic,
+    );
+    assert_eq!(decision, Decision::Allowed);
     assert_eq!(
         *captured.lines.lock().unwrap(),
         [
@@ -466,6 +473,10 @@ fn an_authorizer_asking_about_the_request_gets_each_fact_of_it() {
              actions=[payments,refunds]",
             "principal=User:bob address=127.0.0.1 listener=client api-key=0 api-version=9 \
              correlation-id=7 client-id=None groups=[] scopes=[] jti=None actions=[payments]",
+            "principal=User:alice address=::ffff:10.1.2.3 listener=internal api-key=3 \
+             api-version=12 correlation-id=-5 client-id=Some(\"orders-app\") \
+             groups=[Group:ops,Group:dev] scopes=[kafka.read,kafka.write] jti=Some(\"token-7\") \
+             actions=[]",
         ]
     );
 }

@@ -8,7 +8,8 @@
 //! - `clock`: reads the wall and monotonic clocks (WASI), and allows when the time is past 2020;
 //! - `random`: draws 32 random bytes (WASI), and allows when they are not all zero;
 //! - `describe`: asks the host every fact of the request, logs them on one line through the
-//!   host's `log`, and allows (so a test sees what a component is told).
+//!   host's `log`, and allows (so a test sees what a component is told); in
+//!   `authorize-by-resource-type` too.
 //!
 //! `clock` and `random` reach for the system: they trap unless `[plugins.wasm.NAME] grant`
 //! names `clocks` / `random`.
@@ -76,11 +77,14 @@ impl Guest for Misbehaving {
     }
 
     fn authorize_by_resource_type(
-        _principal: Principal,
-        _context: &RequestContext,
+        principal: Principal,
+        context: &RequestContext,
         _operation: AclOperation,
         _resource_type: ResourceType,
     ) -> Decision {
+        if MODE.with(|m| m.borrow().as_str() == "describe") {
+            log(Level::Info, &describe(&principal, context, &[]));
+        }
         Decision::Allowed
     }
 }
