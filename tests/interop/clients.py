@@ -35,6 +35,10 @@ def confluent_conf(gateway, mechanism: str, user: str, password: str, **extra) -
 
 
 def confluent_create_topic(conf: dict, topic: str, partitions: int = 2) -> None:
+    """Creates the topic and returns once Metadata (through `conf`'s endpoint) shows it with every
+    partition led: Kafka answers CreateTopics when the controller has committed it, and a broker's
+    metadata follows later, so a consumer subscribing right away can be told the topic is not
+    there (UNKNOWN_TOPIC_OR_PART, seen under load)."""
     admin = AdminClient(conf)
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
                                   operation_timeout=30, request_timeout=30)
@@ -44,6 +48,15 @@ def confluent_create_topic(conf: dict, topic: str, partitions: int = 2) -> None:
         except KafkaException as e:
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+    deadline = time.monotonic() + 30
+    while True:
+        shown = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if (shown is not None and shown.error is None and shown.partitions
+                and all(p.leader >= 0 for p in shown.partitions.values())):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"topic {topic} not in metadata with every partition led after 30 s")
+        time.sleep(0.1)
 
 
 def confluent_produce(conf: dict, topic: str, n: int) -> dict[str, bytes]:
