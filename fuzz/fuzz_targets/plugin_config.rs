@@ -54,7 +54,13 @@ fuzz_target!(|data: &[u8]| {
     for key in &keys {
         without_keys = without_keys.replace(&format!("`{key}`"), "``");
     }
-    let in_a_key = |value: &String| keys.iter().any(|k: &String| k.contains(value.as_str()));
+    // Part of a key as serde quotes it, the backticks included: a key with a `"` in it is not
+    // found above (the redaction hides what it takes for a quoted string, also inside a key), and
+    // a value like `` `ttt `` is then in the message as the start of `` `ttt)… ``, a key's text.
+    let in_a_key = |value: &String| {
+        keys.iter()
+            .any(|k: &String| format!("`{k}`").contains(value.as_str()))
+    };
     for value in values.iter().filter(|v| v.len() >= 12 && !in_a_key(v)) {
         assert!(
             !without_keys.contains(value.as_str()),
