@@ -61,7 +61,14 @@ fuzz_target!(|data: &[u8]| {
         keys.iter()
             .any(|k: &String| format!("`{k}`").contains(value.as_str()))
     };
-    for value in values.iter().filter(|v| v.len() >= 12 && !in_a_key(v)) {
+    // serde's own words list the fields of `Sample` and `Rule`; a value made of that text (such
+    // as ``ret`, `max_ms`, ``) is in the message without coming from the table.
+    const FIELD_LISTS: &str = "`mode`, `secret`, `max_ms`, `users`, `rules` `prefix`, `allow`";
+    let in_serdes_words = |value: &String| FIELD_LISTS.contains(value.as_str());
+    for value in values
+        .iter()
+        .filter(|v| v.len() >= 12 && !in_a_key(v) && !in_serdes_words(v))
+    {
         assert!(
             !without_keys.contains(value.as_str()),
             "a string value of the table is in the error: {}",
