@@ -66,23 +66,14 @@ impl Authorizer for WasmAuthorizer {
         context: &RequestContext<'_>,
         actions: &[Action<'_>],
     ) -> Vec<Authorization> {
-        // One action (a request naming one resource, the common case) needs no `Vec` on the host
-        // side; lowering it into the component still calls the component's allocator.
-        let (single, several): ([wit::Action<'_>; 1], Vec<wit::Action<'_>>);
-        let wit_actions: &[wit::Action<'_>] = if let [only] = actions {
-            single = [action(only)];
-            &single
-        } else {
-            several = actions.iter().map(action).collect();
-            &several
-        };
+        let wit_actions: Vec<wit::Action<'_>> = actions.iter().map(action).collect();
         let answer = self.pool.call("authorizing", |bindings, store| {
             with_request(store, context, |store, request| {
                 bindings.portcullis_plugin_authorizer().call_authorize(
                     store,
                     borrowed_principal(&context.principal),
                     request,
-                    wit_actions,
+                    &wit_actions,
                 )
             })
         });
