@@ -85,10 +85,31 @@ const kafka = new Kafka({
   ...(args.mode === 'steady' ? { logCreator } : {}),
 });
 
+// kafkajs' own `waitForLeaders` retries only LEADER_NOT_AVAILABLE, but a KRaft broker answers
+// Metadata from a cache that follows the controller, so right after CreateTopics it may still say
+// UNKNOWN_TOPIC_OR_PARTITION (seen on a loaded CI run, through Portcullis as directly). Wait until
+// every partition has a leader, treating both answers as "not yet".
+async function createTopicAndWait(admin, topic, numPartitions) {
+  await admin.createTopics({ topics: [{ topic, numPartitions }], waitForLeaders: false });
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+      const partitions = topics[0]?.partitions ?? [];
+      if (partitions.length === numPartitions && partitions.every((p) => p.leader >= 0)) return;
+    } catch (e) {
+      const type = e.type ?? e.cause?.type;
+      if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE') throw e;
+    }
+    if (Date.now() > deadline) throw new Error(`topic ${topic} has no leader for every partition after 30 s`);
+    await new Promise((resolve) => { setTimeout(resolve, 100); });
+  }
+}
+
 async function roundtrip() {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: args.topic, numPartitions: 3 }], waitForLeaders: true });
+  await createTopicAndWait(admin, args.topic, 3);
   await admin.disconnect();
 
   const producer = kafka.producer({ allowAutoTopicCreation: false });
@@ -135,7 +156,7 @@ async function roundtrip() {
 async function steady() {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: args.topic, numPartitions: 3 }], waitForLeaders: true });
+  await createTopicAndWait(admin, args.topic, 3);
   await admin.disconnect();
 
   const seen = new Set();
