@@ -54,6 +54,10 @@ def test_kafka_answers_the_token_sequence_as_kip48_says(kafka_run):
     assert steps["token-session-creates"]["outcome"] == "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
     assert steps["renew-removed"]["outcome"] == "DELEGATION_TOKEN_NOT_FOUND"
     assert steps["describe-empty-owner-list"]["visible"] == []
+    assert abs(steps["renew-capped-at-expiry-time"]["expiry_rel"] - day) <= TOLERANCE_MS
+    for capped in ("renew-capped-at-max", "expire-capped-at-max"):
+        assert steps[capped].get("expiry") == "max", steps[capped]
+    assert abs(steps["expire-extends-to-period"]["expiry_rel"] - 3 * day) <= TOLERANCE_MS
 
 
 @pytest.mark.portcullis_only
