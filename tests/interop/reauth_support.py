@@ -301,7 +301,14 @@ def portcullis_ports(p: PortcullisProcess) -> set[int]:
 
 
 def describe(conns: list[TrackedConnection]) -> str:
-    return ", ".join(f"{c.remote[1]}->{c.local[1]} {c.lifetime:.1f}s" for c in conns) or "none"
+    """Each connection's client port, when it was first seen (seconds after the first of them) and
+    how long it lived, in the order they began: a failure then shows which client phase a
+    connection belonged to."""
+    if not conns:
+        return "none"
+    t0 = min(c.first_seen for c in conns)
+    return ", ".join(f"{c.remote[1]}->{c.local[1]} @{c.first_seen - t0:.1f}s {c.lifetime:.1f}s"
+                     for c in sorted(conns, key=lambda c: c.first_seen))
 
 
 # --------------------------------------------------------------------------------------------------

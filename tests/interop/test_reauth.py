@@ -121,7 +121,6 @@ class _ConfluentTail(threading.Thread):
                       "connections.max.idle.ms": IDLE_CLOSE_MS, "statistics.interval.ms": 1000,
                       "stats_cb": self.stats.append})
         try:
-            _await_served(self.conf, self.topic)
             partitions = c.list_topics(self.topic, timeout=30).topics[self.topic].partitions
             c.assign([TopicPartition(self.topic, pid, OFFSET_BEGINNING) for pid in partitions])
             self.ready.set()
@@ -153,6 +152,7 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
     user, password = gw.user("alice")
     conf = confluent_conf(gw, "SCRAM-SHA-256", user, password)
     confluent_create_topic(conf, topic, partitions=3)
+    _await_served(conf, topic)
     stats: list[str] = []
     failures: list[str] = []
     sent: dict[str, bytes] = {}
@@ -162,8 +162,10 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
         if err is not None:
             failures.append(str(err))
 
+    # The set-up clients are closed: from here on only these two connect, and the counters are
+    # read as what changed while they ran.
+    before = fresh_metrics(metrics_file)
     with ConnectionTracker(gw.process.proc.pid) as tracker:
-        # The topic creation's own connections are over; from here on only these two connect.
         tail = _ConfluentTail(conf, topic)
         tail.start()
         if not tail.ready.wait(90) or tail.errors:
@@ -186,7 +188,9 @@ def _confluent_run(gw: Gateway, metrics_file, topic: str) -> RunResult:
         del p
         tail.target = len(sent)
         tail.join(timeout=90)
-    res.metrics = fresh_metrics(metrics_file)
+    after = fresh_metrics(metrics_file)
+    res.metrics = {k: after[k] - before[k] for k in after}
+    res.extra["before"] = before
     res.connections = tracker.accepted_on(portcullis_ports(gw.process))
     res.extra["producer_brokers"] = _broker_stats(stats)
     res.extra["consumer_brokers"] = _broker_stats(tail.stats)
