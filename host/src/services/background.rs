@@ -88,3 +88,73 @@ pub fn spawn_token_sweep(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use portcullis::login::{ClientExchange, ExpiringCredential, LoginError, LoginModule};
+
+    use super::spawn_credential_refresh;
+    use crate::clock::now_ms;
+    use crate::server::upstream::ActiveLogin;
+
+    /// A credential that lives one second, renewed by each refresh: due about every 0.8 s.
+    struct OneSecond {
+        refreshes: Arc<AtomicUsize>,
+    }
+
+    impl LoginModule for OneSecond {
+        fn mechanism(&self) -> &str {
+            "OAUTHBEARER"
+        }
+        fn credential(&self) -> ExpiringCredential {
+            ExpiringCredential::expiring("svc", now_ms(), now_ms() + 1_000)
+        }
+        fn start(&self) -> Result<ClientExchange, LoginError> {
+            Err(LoginError("not used by the refresh".into()))
+        }
+        fn refresh(&self) -> Result<ExpiringCredential, LoginError> {
+            self.refreshes.fetch_add(1, Ordering::SeqCst);
+            Ok(self.credential())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replaced_login_stops_refreshing_once_its_last_user_is_gone() {
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let login = Arc::new(ActiveLogin {
+            module: Arc::new(OneSecond {
+                refreshes: Arc::clone(&refreshes),
+            }),
+        });
+        spawn_credential_refresh(
+            &login,
+            portcullis::events::EventBus::new(),
+            &tokio::runtime::Handle::current(),
+        );
+        // In use (a connection holds the login): refreshed on schedule, about every 0.8 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while refreshes.load(Ordering::SeqCst) < 2 {
+            assert!(std::time::Instant::now() < deadline, "not refreshed twice in 20 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let while_used = refreshes.load(Ordering::SeqCst);
+        // Replaced and its last connection gone: the next due refresh finds nobody and stops.
+        drop(login);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let settled = refreshes.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert_eq!(
+            refreshes.load(Ordering::SeqCst),
+            settled,
+            "refreshed after its last user was gone"
+        );
+        assert!(
+            settled <= while_used + 1,
+            "{settled} refreshes, {while_used} while used"
+        );
+    }
+}
