@@ -14,6 +14,7 @@ refused naming `upstream.login.plugin`, and the running login goes on.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -163,3 +164,99 @@ def test_with_the_delegated_policy_a_changed_upstream_login_is_refused_and_needs
         produces(producer, topic)
     finally:
         producer.close(timeout=5)
+
+
+def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_clients(
+        launcher, kafka_env, run_dir, unique):
+    """With `[store] kind = "kafka"` the store's own librdkafka clients (tail, election, status,
+    writer) log in upstream with `[upstream]`'s user and password too. The node logs in to Kafka's
+    REAUTH listener (sessions of 5 s, so each client re-authenticates every ~4.5 s) as a user of
+    this test's own; its password is rotated on Kafka and by reload. Ten seconds later — two
+    re-authentications of every client — the store still writes and applies a mutation, which it
+    could not with the old password (Kafka refuses it at each client's next re-authentication and
+    reconnection)."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType, UserScramCredentialDeletion)
+
+    from cluster_support import cluster_tls, store_sections
+    from conftest import free_ports
+    from reload_support import wait_for
+
+    from reauth_support import reauth_kafka_bootstrap
+
+    reauth_bootstrap = reauth_kafka_bootstrap()
+    admin = kafka_admin(kafka_env)
+    user = f"store-rotation-{uuid.uuid4().hex[:8]}"
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+
+    def set_password(password: str) -> None:
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                              password.encode())
+        for f in admin.alter_user_scram_credentials([upsert]).values():
+            f.result(timeout=30)
+
+    set_password(first)
+    # What the store needs on Kafka: its topics, its groups, its transactional id, idempotence.
+    grants = [AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", AclOperation.ALL,
+                         AclPermissionType.ALLOW)
+              for kind, name in ((ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"),
+                                 (ResourceType.TRANSACTIONAL_ID, "*"), (ResourceType.BROKER, "kafka-cluster"))]
+    for f in admin.create_acls(grants).values():
+        f.result(timeout=30)
+    node = None
+    try:
+        cluster_id = unique("reload-store-login")
+        (inter_node_port,) = free_ports(1)
+        tail = store_sections(cluster_tls(run_dir / cluster_id), cluster_id=cluster_id,
+                              node_name=f"{cluster_id}-node-1", listener_port=inter_node_port)
+        upstream = {"bootstrap_servers": [reauth_bootstrap], "security_protocol": "SASL_PLAINTEXT",
+                    "sasl_mechanism": "SCRAM-SHA-512", "username": user, "password": first}
+        node = ReloadNode(launcher, cluster_id, Settings(upstream=upstream, tail=tail, super_users=["User:alice"]))
+        through_node = AdminClient({
+            "bootstrap.servers": node.process.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+            "sasl.password": PORTCULLIS_USERS["alice"], "log_level": 3})
+
+        def mutation_applies(topic: str) -> None:
+            """An ACL written through the node: the store's writer commits it, its tail applies it
+            (the node answers only then), and DescribeAcls on the node shows it."""
+            binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
+                                 AclOperation.READ, AclPermissionType.ALLOW)
+            for f in through_node.create_acls([binding], request_timeout=30).values():
+                f.result(timeout=40)
+            shown = through_node.describe_acls(
+                AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                                 AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(timeout=40)
+            assert binding in shown, shown
+
+        mutation_applies(unique("store-login-before"))
+        # Rotation: Kafka first, then the node (a re-authentication in between fails once, and the
+        # client logs in again with what the reload gave it).
+        set_password(second)
+        node.write(Settings(upstream={**upstream, "password": second}, tail=tail, super_users=["User:alice"]))
+        r = node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode == 0, said
+        assert "upstream.password" in r.stdout, r.stdout
+        assert first not in said and second not in said
+
+        def clients_that_took_them() -> set[str]:
+            return {c for line in node.process.log_tail(400).splitlines() if "reloaded credentials" in line
+                    for c in ("tail", "election", "status", "writer") if f"client={c} " in line + " "}
+
+        wait_for(lambda: clients_that_took_them() == {"tail", "election", "status", "writer"}, 10,
+                 "every client of the store takes the reloaded credentials")
+        time.sleep(10)
+        mutation_applies(unique("store-login-after"))
+        log = node.process.log_tail(2000)
+        assert first not in log and second not in log
+    finally:
+        if node is not None:
+            node.process.stop()
+        for f in admin.delete_acls([AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal,
+                                                     g.host, g.operation, g.permission_type)
+                                    for g in grants]).values():
+            f.result(timeout=30)
+        for f in admin.alter_user_scram_credentials(
+                [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]).values():
+            f.result(timeout=30)

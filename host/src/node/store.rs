@@ -75,6 +75,28 @@ pub fn open_store(config: &Config) -> Result<NodeStore, NodeError> {
     }
 }
 
+/// How the kafka store's clients log in upstream: `[upstream]`'s mechanism, user and password
+/// (with a `SASL_*` protocol), or not at all.
+pub fn store_sasl(config: &Config) -> Option<SaslSettings> {
+    let upstream = &config.upstream;
+    match (
+        &upstream.sasl_mechanism,
+        &upstream.username,
+        &upstream.password,
+    ) {
+        (Some(mechanism), Some(username), Some(password))
+            if upstream.security_protocol.uses_sasl() =>
+        {
+            Some(SaslSettings {
+                mechanism: mechanism.clone(),
+                username: username.clone(),
+                password: password.expose().to_owned(),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// The kafka store's settings from `[store]`, `[cluster]` and `[upstream]`.
 ///
 /// # Errors
@@ -91,22 +113,7 @@ pub fn kafka_store_settings(config: &Config, elect: bool) -> Result<KafkaStoreSe
             ))
         })?;
     let upstream = &config.upstream;
-    let sasl = match (
-        &upstream.sasl_mechanism,
-        &upstream.username,
-        &upstream.password,
-    ) {
-        (Some(mechanism), Some(username), Some(password))
-            if upstream.security_protocol.uses_sasl() =>
-        {
-            Some(SaslSettings {
-                mechanism: mechanism.clone(),
-                username: username.clone(),
-                password: password.expose().to_owned(),
-            })
-        }
-        _ => None,
-    };
+    let sasl = store_sasl(config);
     let tls = upstream.security_protocol.uses_tls().then(|| {
         let t = upstream.tls.clone().unwrap_or_default();
         TlsSettings {

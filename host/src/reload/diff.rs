@@ -30,6 +30,10 @@ const LIVE: &[&str] = &[
     "authorizer.plugin",
     "principal.plugin",
     "forwarding.policy",
+    // New upstream connections log in with them; with the `kafka` store its clients take them
+    // too, from their next authentication (`KafkaMetadataStore::set_sasl_credentials`).
+    "upstream.username",
+    "upstream.password",
 ];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
@@ -47,15 +51,11 @@ pub const UPSTREAM_LOGIN: &[&str] = &[
     "upstream.password",
 ];
 
-/// Live (for new upstream connections) only with the file store: the `kafka` store's own
-/// clients keep the TLS files and the credentials they were created with.
-const LIVE_WITH_FILE_STORE: &[&str] = &[
-    "upstream.tls",
-    "upstream.login",
-    "upstream.sasl_mechanism",
-    "upstream.username",
-    "upstream.password",
-];
+/// Live (for new upstream connections) only with the file store: librdkafka fixes the TLS files
+/// and the mechanism of each of the `kafka` store's clients when it makes the client, and that
+/// store logs in with `[upstream]`'s user and password, not with a login module.
+const LIVE_WITH_FILE_STORE: &[&str] =
+    &["upstream.tls", "upstream.login", "upstream.sasl_mechanism"];
 
 /// What the running node is, for the keys whose effect depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,7 +323,7 @@ super_users = ["User:admin"]
     }
 
     #[test]
-    fn the_upstream_login_is_live_with_the_file_store_only() {
+    fn the_upstream_login_is_live_with_the_file_store_only_but_user_and_password_with_either() {
         let file = Context {
             acl: false,
             file_store: true,
@@ -334,14 +334,16 @@ super_users = ["User:admin"]
             ..file
         };
         for key in [
-            "upstream.username",
-            "upstream.password",
             "upstream.sasl_mechanism",
             "upstream.login.plugin",
             "upstream.login.token_endpoint_url",
         ] {
             assert_eq!(effect_of(key, file), Effect::Live, "{key}");
             assert_eq!(effect_of(key, kafka), Effect::Restart, "{key}");
+        }
+        for key in ["upstream.username", "upstream.password"] {
+            assert_eq!(effect_of(key, file), Effect::Live, "{key}");
+            assert_eq!(effect_of(key, kafka), Effect::Live, "{key}");
         }
         // A key that only starts with the same letters is not one of the table's.
         assert_eq!(effect_of("upstream.usernames", file), Effect::Restart);

@@ -115,6 +115,9 @@ pub enum Refusal {
     /// The upstream login module cannot be built (the key or table named).
     #[error(transparent)]
     Login(NodeError),
+    /// The kafka store's client library cannot take the new upstream user or password.
+    #[error(transparent)]
+    StoreCredentials(#[from] portcullis_plugin_kafka_store::CredentialsError),
 }
 
 /// What a reload did.
@@ -364,6 +367,9 @@ impl Reloader {
         if !restart.is_empty() {
             return Err(Refusal::NeedsRestart { keys: restart });
         }
+        // With the kafka store, its own clients take a changed upstream user and password too
+        // (applied once nothing can fail any more, below).
+        let store_credentials = store_credentials(&self.node, &running.config, &new, &changes)?;
         // A changed [oauthbearer] starts a new validator (discovery, the first key set, its
         // refresher) before anything is swapped: one that cannot start refuses the reload.
         let oauth = match &new.oauthbearer {
@@ -468,6 +474,14 @@ impl Reloader {
         if let (Some(cluster), Some(deciders)) = (&self.node.cluster, deciders) {
             cluster.renew(deciders);
         }
+        if let (Some(sasl), crate::node::NodeStore::Kafka(store)) =
+            (&store_credentials, &self.node.store)
+        {
+            // Checked above: nothing here can refuse them any more.
+            if let Err(error) = store.set_sasl_credentials(&sasl.username, &sasl.password) {
+                tracing::error!(%error, "the metadata store's clients keep their upstream credentials");
+            }
+        }
         if let (Some(slot), Some(module)) = (&self.node.upstream_login, login) {
             let active = Arc::new(ActiveLogin { module });
             slot.store(Arc::clone(&active));
@@ -565,6 +579,40 @@ fn changed_tables(old: &Config, new: &Config) -> Vec<String> {
         .filter(|name| a.get(*name) != b.get(*name))
         .cloned()
         .collect()
+}
+
+/// The upstream user and password the kafka store's clients must take when this reload changes
+/// them (`None`: no kafka store, no change, or a store that does not log in with SASL).
+///
+/// # Errors
+/// [`Refusal::NeedsRestart`] when the change turns the store's SASL login on or off (its
+/// clients' protocol is fixed when they are made); [`Refusal::StoreCredentials`] when librdkafka
+/// cannot take the values.
+fn store_credentials(
+    node: &Node,
+    old: &Config,
+    new: &Config,
+    changes: &[Change],
+) -> Result<Option<portcullis_plugin_kafka_store::SaslSettings>, Refusal> {
+    use crate::node::{store_sasl, NodeStore};
+    let changed: Vec<String> = (changes.iter())
+        .filter(|c| c.key == "upstream.username" || c.key == "upstream.password")
+        .map(|c| c.key.clone())
+        .collect();
+    if !matches!(node.store, NodeStore::Kafka(_)) || changed.is_empty() {
+        return Ok(None);
+    }
+    match (store_sasl(old), store_sasl(new)) {
+        (None, None) => Ok(None),
+        (Some(_), Some(sasl)) => {
+            portcullis_plugin_kafka_store::KafkaMetadataStore::check_sasl_credentials(
+                &sasl.username,
+                &sasl.password,
+            )?;
+            Ok(Some(sasl))
+        }
+        _ => Err(Refusal::NeedsRestart { keys: changed }),
+    }
 }
 
 /// The upstream login module `config` chooses by name (the built-in password login without

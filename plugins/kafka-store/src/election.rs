@@ -19,6 +19,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::ClientContext;
 
+use crate::credentials::Follower;
 use crate::shared::Shared;
 
 /// Records whether this member holds the election partition after each rebalance.
@@ -52,7 +53,7 @@ impl ConsumerContext for ElectionContext {
 pub(crate) fn run(shared: Arc<Shared>) {
     let mut backoff_until: Option<Instant> = None;
     'member: while !shared.stop.load(Ordering::Acquire) {
-        let consumer = match join(&shared) {
+        let (consumer, mut credentials) = match join(&shared) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot join the election group; retrying");
@@ -63,6 +64,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         while !shared.stop.load(Ordering::Acquire) {
             // Serves the group protocol's callbacks; nothing is ever consumed.
             let _ = consumer.poll(Duration::from_millis(100));
+            credentials.follow(&shared.credentials, consumer.client(), "election");
             if shared.rejoin.swap(false, Ordering::AcqRel) {
                 // Fenced while the group still assigned us the partition: leave, so that the
                 // group decides again (maybe for this node, which then fences afresh).
@@ -118,12 +120,12 @@ enum ElectionError {
     },
 }
 
-fn join(shared: &Shared) -> Result<BaseConsumer<ElectionContext>, ElectionError> {
+fn join(shared: &Shared) -> Result<(BaseConsumer<ElectionContext>, Follower), ElectionError> {
     let settings = &shared.settings;
+    let (generation, connection) = shared.connection();
     let session_ms = settings.session_timeout.as_millis().max(1);
     let heartbeat_ms = (session_ms / 6).max(100);
-    let consumer: BaseConsumer<ElectionContext> = settings
-        .connection
+    let consumer: BaseConsumer<ElectionContext> = connection
         .client_config(&format!(
             "portcullis-{}-election-{}",
             settings.cluster_id, settings.node_id
@@ -144,5 +146,5 @@ fn join(shared: &Shared) -> Result<BaseConsumer<ElectionContext>, ElectionError>
             topic: shared.topics.election.clone(),
             error,
         })?;
-    Ok(consumer)
+    Ok((consumer, Follower::at(generation)))
 }

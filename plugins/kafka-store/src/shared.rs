@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use portcullis::store::{Offset, RecordKey, StoredRecord, Subscriber, SubscriptionId};
 
 use crate::codec::{self, LeaderAnnouncement};
+use crate::connection::KafkaConnection;
+use crate::credentials::Credentials;
 use crate::settings::KafkaStoreSettings;
 use crate::tail_error::TailError;
 use crate::topics::Topics;
@@ -107,6 +109,8 @@ pub(crate) struct Shared {
     /// The fingerprint of the configuration the node runs (the host sets it at start and after
     /// each applied reload), reported with the node's status so an operator sees drift.
     pub(crate) config_fingerprint: Mutex<Option<String>>,
+    /// The upstream user and password of the moment (a reload may replace them).
+    pub(crate) credentials: Credentials,
 }
 
 impl Shared {
@@ -116,6 +120,15 @@ impl Shared {
 
     pub(crate) fn role(&self) -> MutexGuard<'_, RoleState> {
         self.role.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How a client made now reaches the upstream: the settings, with the credentials of the
+    /// moment and their generation (see [`crate::credentials`]).
+    pub(crate) fn connection(&self) -> (u64, KafkaConnection) {
+        let (generation, sasl) = self.credentials.current();
+        let mut connection = self.settings.connection.clone();
+        connection.sasl = sasl;
+        (generation, connection)
     }
 
     pub(crate) fn notify_applied(&self) {
@@ -171,8 +184,10 @@ impl Shared {
         }
         let settings = &self.settings;
         let started = Instant::now();
+        let (generation, connection) = self.connection();
         let result = TxnWriter::start(
-            &settings.connection,
+            &connection,
+            generation,
             &self.topics.metadata,
             &settings.cluster_id,
             settings.node_id,
@@ -193,10 +208,15 @@ impl Shared {
         });
         match result {
             Ok((term, writer)) => {
-                *self.role() = RoleState::Writer {
+                let mut role = self.role();
+                // Credentials a reload replaced while the writer started (under the role lock,
+                // which the replacement holds too: none is missed).
+                writer.follow_credentials(&self.credentials);
+                *role = RoleState::Writer {
                     term,
                     writer: Arc::new(writer),
                 };
+                drop(role);
                 tracing::info!(
                     term,
                     took_ms = started.elapsed().as_millis() as u64,

@@ -14,6 +14,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset as KafkaOffset, TopicPartitionList};
 
 use crate::connection::{KafkaConnection, StoreContext};
+use crate::credentials::Follower;
 use crate::shared::{Role, Shared};
 use crate::topics::Topics;
 
@@ -44,8 +45,9 @@ pub struct NodeStatus {
 
 pub(crate) fn publish(shared: Arc<Shared>) {
     let settings = &shared.settings;
-    let producer: BaseProducer<StoreContext> = match settings
-        .connection
+    let (generation, connection) = shared.connection();
+    let mut credentials = Follower::at(generation);
+    let producer: BaseProducer<StoreContext> = match connection
         .client_config(&format!(
             "portcullis-{}-status-{}",
             settings.cluster_id, settings.node_id
@@ -62,6 +64,7 @@ pub(crate) fn publish(shared: Arc<Shared>) {
     };
     let key = settings.node_id.to_string();
     while !shared.stop.load(Ordering::Acquire) {
+        credentials.follow(&shared.credentials, producer.client(), "status");
         let log_end = producer
             .client()
             .fetch_watermarks(&shared.topics.metadata, 0, Duration::from_secs(2))

@@ -30,6 +30,7 @@ use portcullis::store::{
 };
 
 use crate::codec;
+use crate::credentials::{CCredentials, Credentials, CredentialsError};
 use crate::settings::KafkaStoreSettings;
 use crate::shared::{LeaderInfo, Role, RoleState, Shared, State};
 use crate::topics::{self, Topics};
@@ -53,6 +54,41 @@ pub struct KafkaMetadataStore {
 }
 
 impl KafkaMetadataStore {
+    /// Checks that the store's client library can take this upstream user and password (see
+    /// [`Self::set_sasl_credentials`]), before a reload changes anything.
+    ///
+    /// # Errors
+    /// A NUL byte in either.
+    pub fn check_sasl_credentials(username: &str, password: &str) -> Result<(), CredentialsError> {
+        CCredentials::new(username, password).map(|_| ())
+    }
+
+    /// Gives every client of the store a new upstream user and password (a reload changed
+    /// them; the mechanism stays): each uses them from its next authentication on — a
+    /// reconnection, or a re-authentication when the upstream listener asks for them — and no
+    /// connection is closed. Clients made later get them too. Nothing to do when the store does
+    /// not log in with SASL.
+    ///
+    /// # Errors
+    /// A NUL byte in either; then nothing changed.
+    pub fn set_sasl_credentials(
+        &self,
+        username: &str,
+        password: &str,
+    ) -> Result<(), CredentialsError> {
+        Self::check_sasl_credentials(username, password)?;
+        // Under the role lock, which a writer being installed holds too: it follows either now
+        // or there.
+        let role = self.shared.role();
+        if self.shared.credentials.replace(username, password) {
+            if let RoleState::Writer { writer, .. } = &*role {
+                writer.follow_credentials(&self.shared.credentials);
+            }
+            // The tail, election and status threads follow at their next turn (≤ 1 s).
+        }
+        Ok(())
+    }
+
     /// Reports `fingerprint` (the configuration this node runs) in the node's status from the
     /// next report on; `portcullis cluster status` shows it per node.
     pub fn set_config_fingerprint(&self, fingerprint: String) {
@@ -106,6 +142,7 @@ impl KafkaMetadataStore {
             stop: AtomicBool::new(false),
             rejoin: AtomicBool::new(false),
             config_fingerprint: Mutex::new(None),
+            credentials: Credentials::new(settings.connection.sasl.clone()),
             settings,
         });
         let store = Self {

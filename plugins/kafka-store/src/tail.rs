@@ -20,6 +20,7 @@ use portcullis::store::{StoredRecord, Subscriber};
 
 use crate::codec::{self, Decoded, HEADER_CLUSTER};
 use crate::connection::StoreContext;
+use crate::credentials::Follower;
 use crate::shared::{LeaderInfo, Shared, State};
 use crate::tail_error::TailError;
 
@@ -27,7 +28,7 @@ use crate::tail_error::TailError;
 const MAX_BATCH: usize = 4_096;
 
 pub(crate) fn run(shared: Arc<Shared>) {
-    let consumer = match open(&shared) {
+    let (consumer, mut credentials) = match open(&shared) {
         Ok(c) => c,
         Err(e) => {
             fail(&shared, e);
@@ -37,6 +38,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut last_error_log: Option<Instant> = None;
     let mut batch: Vec<Item> = Vec::new();
     while !shared.stop.load(Ordering::Acquire) {
+        credentials.follow(&shared.credentials, consumer.client(), "tail");
         let mut end_reached = false;
         let mut wait = Duration::from_millis(100);
         while batch.len() < MAX_BATCH {
@@ -70,10 +72,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, TailError> {
+fn open(shared: &Shared) -> Result<(BaseConsumer<StoreContext>, Follower), TailError> {
     let settings = &shared.settings;
-    let consumer: BaseConsumer<StoreContext> = settings
-        .connection
+    let (generation, connection) = shared.connection();
+    let consumer: BaseConsumer<StoreContext> = connection
         .client_config(&format!(
             "portcullis-{}-tail-{}",
             settings.cluster_id, settings.node_id
@@ -95,7 +97,7 @@ fn open(shared: &Shared) -> Result<BaseConsumer<StoreContext>, TailError> {
         .add_partition_offset(&shared.topics.metadata, 0, KafkaOffset::Beginning)
         .map_err(TailError::Assign)?;
     consumer.assign(&assignment).map_err(TailError::Assign)?;
-    Ok(consumer)
+    Ok((consumer, Follower::at(generation)))
 }
 
 enum Item {

@@ -27,6 +27,7 @@ pub fn write_offline(
         .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let writer = TxnWriter::start(
         &settings.connection,
+        0,
         &topics.metadata,
         &settings.cluster_id,
         settings.node_id,

@@ -19,6 +19,7 @@ use rdkafka::{ClientContext, Message};
 
 use crate::codec::{HEADER_CLUSTER, HEADER_NODE, HEADER_TERM};
 use crate::connection::KafkaConnection;
+use crate::credentials::{Credentials, Follower};
 
 /// One message to write: key, value (`None`: tombstone).
 pub(crate) type Outgoing = (Vec<u8>, Option<Vec<u8>>);
@@ -131,6 +132,8 @@ impl ProducerContext for Deliveries {
 /// The writer's producer.
 pub(crate) struct TxnWriter {
     producer: BaseProducer<Deliveries>,
+    /// The upstream credentials the producer has (see [`crate::credentials`]).
+    credentials_seen: Mutex<Follower>,
     topic: String,
     cluster_id: String,
     node_id: String,
@@ -144,6 +147,7 @@ impl TxnWriter {
     /// The producer cannot be created or initialised (cluster unreachable, or refused).
     pub(crate) fn start(
         connection: &KafkaConnection,
+        credentials_generation: u64,
         topic: &str,
         cluster_id: &str,
         node_id: i32,
@@ -171,11 +175,20 @@ impl TxnWriter {
             .map_err(WriterStartError::InitTransactions)?;
         Ok(Self {
             producer,
+            credentials_seen: Mutex::new(Follower::at(credentials_generation)),
             topic: topic.to_owned(),
             cluster_id: cluster_id.to_owned(),
             node_id: node_id.to_string(),
             timeout,
         })
+    }
+
+    /// Gives the producer the current upstream credentials if a reload replaced them.
+    pub(crate) fn follow_credentials(&self, credentials: &Credentials) {
+        self.credentials_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .follow(credentials, self.producer.client(), "writer");
     }
 
     /// Writes `messages` to partition 0 in one transaction; returns each message's offset.
