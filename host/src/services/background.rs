@@ -138,7 +138,10 @@ mod tests {
         // In use (a connection holds the login): refreshed on schedule, about every 0.8 s.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while refreshes.load(Ordering::SeqCst) < 2 {
-            assert!(std::time::Instant::now() < deadline, "not refreshed twice in 20 s");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not refreshed twice in 20 s"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let while_used = refreshes.load(Ordering::SeqCst);
