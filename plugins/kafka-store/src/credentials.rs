@@ -128,9 +128,10 @@ impl Follower {
     }
 }
 
-/// `rd_kafka_sasl_set_credentials` on `client`: librdkafka copies both strings (under its own
-/// lock) and uses them for the client's next authentication; it returns an error object only for
-/// a mechanism without a user and password, which the store never configures.
+/// `rd_kafka_sasl_set_credentials` on `client`: librdkafka copies both strings (under the
+/// client's SASL lock, which its PLAIN and SCRAM code read them under), wakes the client's
+/// broker threads, and uses them for the client's next authentication. It returns an error
+/// object only for a NULL argument, which a `CString` never is.
 fn set_on_client<C: ClientContext>(client: &Client<C>, c: &CCredentials) -> Result<(), String> {
     // SAFETY: `native_ptr` is the live handle of `client`, borrowed for this call; the strings
     // are NUL-terminated and outlive the call, which copies them.

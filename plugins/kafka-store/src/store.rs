@@ -84,7 +84,8 @@ impl KafkaMetadataStore {
             if let RoleState::Writer { writer, .. } = &*role {
                 writer.follow_credentials(&self.shared.credentials);
             }
-            // The tail, election and status threads follow at their next turn (≤ 1 s).
+            // The tail and election threads follow at their next turn (100 ms), the status
+            // thread at its next report (a few seconds at most).
         }
         Ok(())
     }
