@@ -28,12 +28,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
-                                   ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
-                                   UserScramCredentialUpsertion)
+                                   ResourcePatternType, ResourceType)
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
-from clients import confluent_consume, kafka_python_conf
+from clients import confluent_consume, kafka_python_conf, set_scram_password
 from conftest import (PORTCULLIS_USERS, Gateway, PortcullisProcess, TlsFiles, _need, host_port, target,
                       toml_str)
 from test_plugin_mechanism import built_library
@@ -245,10 +244,7 @@ def test_file_login_rotates_the_upstream_password_without_dropping_clients(
     admin = kafka_admin(kafka_env)
 
     def set_password(password: str) -> None:
-        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              password.encode())
-        for f in admin.alter_user_scram_credentials([upsert]).values():
-            f.result(timeout=30)
+        set_scram_password(admin, user, password)
 
     set_password(first)
     topic = unique("rot")

@@ -18,12 +18,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import AdminClient, NewTopic, ScramMechanism
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
-from clients import kafka_python_conf
+from clients import kafka_python_conf, set_scram_password
 from conftest import PORTCULLIS_USERS, toml_value
 from reload_support import ReloadNode, Settings
 from test_plugin_mechanism import built_library
@@ -78,10 +77,7 @@ def test_the_upstream_login_changed_by_reload_applies_to_new_upstream_connection
         launcher, kafka_env, run_dir, unique):
     admin = kafka_admin(kafka_env)
     nobody, nobody_password = f"no-acl-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    upsert = UserScramCredentialUpsertion(nobody, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                          nobody_password.encode())
-    for f in admin.alter_user_scram_credentials([upsert]).values():
-        f.result(timeout=30)
+    set_scram_password(admin, nobody, nobody_password)
     topic = unique("reload-login")
     create_topic(admin, topic)
 
@@ -190,10 +186,7 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
     first, second = uuid.uuid4().hex, uuid.uuid4().hex
 
     def set_password(password: str) -> None:
-        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                              password.encode())
-        for f in admin.alter_user_scram_credentials([upsert]).values():
-            f.result(timeout=30)
+        set_scram_password(admin, user, password)
 
     set_password(first)
     # What the store needs on Kafka: its topics, its groups, its transactional id, idempotence.
