@@ -50,10 +50,14 @@ fuzz_target!(|data: &[u8]| {
     // Key names are shown, quoted (`unknown field `x``): they are taken out of the message first
     // (a value may equal a key with its quote, as `` `ttt `` in `` `ttt)` ``), and a value that is
     // part of a key is not told apart.
-    let mut without_keys = error.message.clone();
-    for key in &keys {
-        without_keys = without_keys.replace(&format!("`{key}`"), "``");
-    }
+    let strip_keys = |message: &str| {
+        let mut out = message.to_owned();
+        for key in &keys {
+            out = out.replace(&format!("`{key}`"), "``");
+        }
+        out
+    };
+    let without_keys = strip_keys(&error.message);
     // Part of a key as serde quotes it, the backticks included: a key with a `"` in it is not
     // found above (the redaction hides what it takes for a quoted string, also inside a key), and
     // a value like `` `ttt `` is then in the message as the start of `` `ttt)… ``, a key's text.
@@ -65,13 +69,14 @@ fuzz_target!(|data: &[u8]| {
     // as ``ret`, `max_ms`, ``) is in the message without coming from the table.
     const FIELD_LISTS: &str = "`mode`, `secret`, `max_ms`, `users`, `rules` `prefix`, `allow`";
     let in_serdes_words = |value: &String| FIELD_LISTS.contains(value.as_str());
-    // The same table with every string value made "v" gives the message without any value in it:
-    // a value found there too is text the message has for another reason (the fuzzer copies the
-    // message it is shown into the table, e.g. "unknown field ``D/DDDd(not shown" as a value
-    // next to the key that makes it), not a leak.
+    // The same table with every string value made "v" gives the message without any value in it
+    // (its keys taken out the same way): a value found there too is text the message has for
+    // another reason — the fuzzer copies the message it is shown into the table, as
+    // "unknown field ``D/DDDd(not shown" next to the key that makes it, or "unknown field ``"
+    // next to a key whose removal above leaves just that — not a leak.
     let without_values = neutralised(&table)
         .and_then(|text| parse_config::<Sample>(&text).err())
-        .map(|e| e.message)
+        .map(|e| strip_keys(&e.message))
         .unwrap_or_default();
     let in_a_message_without_values = |value: &String| without_values.contains(value.as_str());
     for value in values.iter().filter(|v| {
