@@ -174,7 +174,7 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
     from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
                                        ResourcePatternType, ResourceType, UserScramCredentialDeletion)
 
-    from cluster_support import cluster_tls, store_sections
+    from cluster_support import admin_conf, cluster_tls, store_sections
     from conftest import free_ports
     from reload_support import wait_for
 
@@ -205,10 +205,7 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
         upstream = {"bootstrap_servers": [reauth_bootstrap], "security_protocol": "SASL_PLAINTEXT",
                     "sasl_mechanism": "SCRAM-SHA-512", "username": user, "password": first}
         node = ReloadNode(launcher, cluster_id, Settings(upstream=upstream, tail=tail, super_users=["User:alice"]))
-        through_node = AdminClient({
-            "bootstrap.servers": node.process.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
-            "sasl.password": PORTCULLIS_USERS["alice"], "log_level": 3})
+        through_node = AdminClient(admin_conf(node.process, log_level=3))
 
         def mutation_applies(topic: str) -> None:
             """An ACL written through the node: the store's writer commits it, its tail applies it
