@@ -201,12 +201,13 @@ def key_counts(conf: dict, topic: str, partitions: int, timeout: float = 120) ->
     return counts
 
 
-def set_scram_password(admin, user: str, password: str) -> None:
-    """Creates or changes `user`'s SCRAM-SHA-512 credential on Kafka (4096 iterations) through
-    `admin`, a confluent-kafka AdminClient logged in as a super user."""
+def set_scram_password(admin, user: str, password: str, mechanism=None) -> None:
+    """Creates or changes `user`'s SCRAM credential on Kafka (SCRAM-SHA-512 unless `mechanism`,
+    a confluent_kafka ScramMechanism, says otherwise; 4096 iterations) through `admin`, a
+    confluent-kafka AdminClient logged in as a super user."""
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                          password.encode())
+    mechanism = mechanism or ScramMechanism.SCRAM_SHA_512
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(timeout=30)

@@ -162,6 +162,84 @@ def test_with_the_delegated_policy_a_changed_upstream_login_is_refused_and_needs
         producer.close(timeout=5)
 
 
+class StoreNode:
+    """A one-node kafka-store cluster whose store logs in upstream with `upstream` (and
+    `upstream_tls`): a ReloadNode, an admin client through it, and the store's log lines."""
+
+    CLIENTS = {"tail", "election", "status", "writer"}
+
+    def __init__(self, launcher, run_dir, unique, name: str, upstream: dict, upstream_tls: dict | None = None):
+        from cluster_support import admin_conf, cluster_tls, store_sections
+        from conftest import free_ports
+
+        cluster_id = unique(name)
+        (inter_node_port,) = free_ports(1)
+        self.tail = store_sections(cluster_tls(run_dir / cluster_id), cluster_id=cluster_id,
+                                   node_name=f"{cluster_id}-node-1", listener_port=inter_node_port)
+        self.node = ReloadNode(launcher, cluster_id, self.settings(upstream, upstream_tls))
+        self.admin = AdminClient(admin_conf(self.node.process, log_level=3))
+
+    def settings(self, upstream: dict, upstream_tls: dict | None = None) -> Settings:
+        return Settings(upstream=upstream, upstream_tls=upstream_tls, tail=self.tail, super_users=["User:alice"])
+
+    def mutation_applies(self, topic: str, timeout: float = 40) -> None:
+        """An ACL written through the node: the store's writer commits it, its tail applies it (the
+        node answers only then), and DescribeAcls on the node shows it."""
+        from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                           ResourcePatternType, ResourceType)
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        for f in self.admin.create_acls([binding], request_timeout=timeout).values():
+            f.result(timeout=timeout + 10)
+        shown = self.admin.describe_acls(
+            AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(timeout=40)
+        assert binding in shown, shown
+
+    def clients_that_logged(self, phrase: str, after: int = 0) -> set[str]:
+        """The store's clients with a log line containing `phrase`, among the log's lines from
+        line `after` on."""
+        lines = self.node.process.log_tail(4000).splitlines()[after:]
+        return {c for line in lines if phrase in line
+                for c in self.CLIENTS if f"client={c} " in line + " " or f'client="{c}"' in line}
+
+    def log_lines(self) -> int:
+        return len(self.node.process.log_tail(4000).splitlines())
+
+    def writer_terms(self) -> int:
+        return self.node.process.log_tail(4000).count("this node is the cluster's metadata writer")
+
+    def stop(self) -> None:
+        self.node.process.stop()
+
+
+def _store_user(admin, user: str):
+    """The ACLs a store's upstream user needs: its topics, its groups, its transactional id,
+    idempotence. Returns the bindings, for their removal."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    grants = [AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", AclOperation.ALL,
+                         AclPermissionType.ALLOW)
+              for kind, name in ((ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"),
+                                 (ResourceType.TRANSACTIONAL_ID, "*"), (ResourceType.BROKER, "kafka-cluster"))]
+    for f in admin.create_acls(grants).values():
+        f.result(timeout=30)
+    return grants
+
+
+def _remove_store_user(admin, user: str, grants, mechanisms) -> None:
+    from confluent_kafka.admin import AclBindingFilter, UserScramCredentialDeletion
+    for f in admin.delete_acls([AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal,
+                                                 g.host, g.operation, g.permission_type)
+                                for g in grants]).values():
+        f.result(timeout=30)
+    for mechanism in mechanisms:
+        try:
+            for f in admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, mechanism)]).values():
+                f.result(timeout=30)
+        except Exception:  # noqa: BLE001 - already deleted by the test
+            pass
+
+
 def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_clients(
         launcher, kafka_env, run_dir, unique):
     """With `[store] kind = "kafka"` the store's own librdkafka clients (tail, election, status,
@@ -171,82 +249,149 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
     re-authentications of every client — the store still writes and applies a mutation, which it
     could not with the old password (Kafka refuses it at each client's next re-authentication and
     reconnection)."""
-    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                       ResourcePatternType, ResourceType, UserScramCredentialDeletion)
-
-    from cluster_support import admin_conf, cluster_tls, store_sections
-    from conftest import free_ports
+    from reauth_support import reauth_kafka_bootstrap
     from reload_support import wait_for
 
-    from reauth_support import reauth_kafka_bootstrap
-
-    reauth_bootstrap = reauth_kafka_bootstrap()
     admin = kafka_admin(kafka_env)
     user = f"store-rotation-{uuid.uuid4().hex[:8]}"
     first, second = uuid.uuid4().hex, uuid.uuid4().hex
-
-    def set_password(password: str) -> None:
-        set_scram_password(admin, user, password)
-
-    set_password(first)
-    # What the store needs on Kafka: its topics, its groups, its transactional id, idempotence.
-    grants = [AclBinding(kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", AclOperation.ALL,
-                         AclPermissionType.ALLOW)
-              for kind, name in ((ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"),
-                                 (ResourceType.TRANSACTIONAL_ID, "*"), (ResourceType.BROKER, "kafka-cluster"))]
-    for f in admin.create_acls(grants).values():
-        f.result(timeout=30)
-    node = None
+    set_scram_password(admin, user, first)
+    grants = _store_user(admin, user)
+    store = None
     try:
-        cluster_id = unique("reload-store-login")
-        (inter_node_port,) = free_ports(1)
-        tail = store_sections(cluster_tls(run_dir / cluster_id), cluster_id=cluster_id,
-                              node_name=f"{cluster_id}-node-1", listener_port=inter_node_port)
-        upstream = {"bootstrap_servers": [reauth_bootstrap], "security_protocol": "SASL_PLAINTEXT",
+        upstream = {"bootstrap_servers": [reauth_kafka_bootstrap()], "security_protocol": "SASL_PLAINTEXT",
                     "sasl_mechanism": "SCRAM-SHA-512", "username": user, "password": first}
-        node = ReloadNode(launcher, cluster_id, Settings(upstream=upstream, tail=tail, super_users=["User:alice"]))
-        through_node = AdminClient(admin_conf(node.process, log_level=3))
-
-        def mutation_applies(topic: str) -> None:
-            """An ACL written through the node: the store's writer commits it, its tail applies it
-            (the node answers only then), and DescribeAcls on the node shows it."""
-            binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
-                                 AclOperation.READ, AclPermissionType.ALLOW)
-            for f in through_node.create_acls([binding], request_timeout=30).values():
-                f.result(timeout=40)
-            shown = through_node.describe_acls(
-                AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
-                                 AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(timeout=40)
-            assert binding in shown, shown
-
-        mutation_applies(unique("store-login-before"))
+        store = StoreNode(launcher, run_dir, unique, "reload-store-login", upstream)
+        store.mutation_applies(unique("store-login-before"))
         # Rotation: Kafka first, then the node (a re-authentication in between fails once, and the
         # client logs in again with what the reload gave it).
-        set_password(second)
-        node.write(Settings(upstream={**upstream, "password": second}, tail=tail, super_users=["User:alice"]))
-        r = node.reload()
+        set_scram_password(admin, user, second)
+        store.node.write(store.settings({**upstream, "password": second}))
+        r = store.node.reload()
         said = r.stdout + r.stderr
         assert r.returncode == 0, said
         assert "upstream.password" in r.stdout, r.stdout
         assert first not in said and second not in said
-
-        def clients_that_took_them() -> set[str]:
-            return {c for line in node.process.log_tail(400).splitlines() if "reloaded credentials" in line
-                    for c in ("tail", "election", "status", "writer") if f"client={c} " in line + " "}
-
-        wait_for(lambda: clients_that_took_them() == {"tail", "election", "status", "writer"}, 10,
+        wait_for(lambda: store.clients_that_logged("reloaded credentials") == StoreNode.CLIENTS, 10,
                  "every client of the store takes the reloaded credentials")
+        assert not store.clients_that_logged("made again"), "a password alone makes no client again"
         time.sleep(10)
-        mutation_applies(unique("store-login-after"))
-        log = node.process.log_tail(2000)
+        store.mutation_applies(unique("store-login-after"))
+        log = store.node.process.log_tail(2000)
         assert first not in log and second not in log
     finally:
-        if node is not None:
-            node.process.stop()
-        for f in admin.delete_acls([AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal,
-                                                     g.host, g.operation, g.permission_type)
-                                    for g in grants]).values():
-            f.result(timeout=30)
+        if store is not None:
+            store.stop()
+        _remove_store_user(admin, user, grants, [ScramMechanism.SCRAM_SHA_512])
+
+
+def test_with_the_kafka_store_a_new_upstream_mechanism_makes_the_stores_clients_again(
+        launcher, kafka_env, run_dir, unique):
+    """librdkafka fixes a client's mechanism when it makes the client, so a reload that changes
+    `upstream.sasl_mechanism` makes the store's clients again: the tail from the offset it
+    reached, the status producer, and the election member — the writer steps down and, alone in
+    its cluster, is elected again with a new producer. The node logs in to Kafka's REAUTH
+    listener (5-s sessions) as a user of the test's own with a SCRAM-SHA-256 credential; the
+    reload moves it to SCRAM-SHA-512 and the SHA-256 credential is deleted on Kafka. Ten seconds
+    later the store still writes and applies a mutation, which clients left with SCRAM-SHA-256
+    could not (their re-authentication and reconnection are refused)."""
+    from reauth_support import reauth_kafka_bootstrap
+    from reload_support import wait_for
+
+    admin = kafka_admin(kafka_env)
+    user = f"store-mechanism-{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    set_scram_password(admin, user, password, ScramMechanism.SCRAM_SHA_256)
+    grants = _store_user(admin, user)
+    store = None
+    try:
+        upstream = {"bootstrap_servers": [reauth_kafka_bootstrap()], "security_protocol": "SASL_PLAINTEXT",
+                    "sasl_mechanism": "SCRAM-SHA-256", "username": user, "password": password}
+        store = StoreNode(launcher, run_dir, unique, "reload-store-mechanism", upstream)
+        store.mutation_applies(unique("store-mechanism-before"))
+        terms = store.writer_terms()
+        assert terms >= 1
+        mark = store.log_lines()
+        set_scram_password(admin, user, password, ScramMechanism.SCRAM_SHA_512)
+        store.node.write(store.settings({**upstream, "sasl_mechanism": "SCRAM-SHA-512"}))
+        r = store.node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode == 0, said
+        assert "upstream.sasl_mechanism" in r.stdout, r.stdout
+        assert password not in said
+        from confluent_kafka.admin import UserScramCredentialDeletion
         for f in admin.alter_user_scram_credentials(
-                [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]).values():
+                [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)]).values():
             f.result(timeout=30)
+        wait_for(lambda: store.clients_that_logged("made again", mark) == {"tail", "election", "status"}, 10,
+                 "the tail, election and status clients are made again")
+        wait_for(lambda: store.writer_terms() > terms, 30, "the node is elected writer again, with a new producer")
+        time.sleep(10)
+        store.mutation_applies(unique("store-mechanism-after"))
+        assert password not in store.node.process.log_tail(4000)
+    finally:
+        if store is not None:
+            store.stop()
+        _remove_store_user(admin, user, grants, [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
+
+
+def test_with_the_kafka_store_upstream_tls_is_checked_and_a_rotated_ca_remakes_the_stores_clients(
+        launcher, kafka_env, run_dir, unique, tmp_path):
+    """The store logs in to Kafka's SASL_SSL listener with a CA file of the test's own (a copy of
+    the CA that signed the broker's certificate). A reload naming a CA file that is not PEM is
+    refused, naming `upstream.tls`, and the store goes on writing. Then the file is replaced in
+    place by another CA and the node reloaded with the same configuration: the reload reports the
+    files' new content, the store's clients are made again with it and can no longer reach the
+    broker (a mutation times out — with the old clients it would have been written). The real CA
+    put back and another reload: the clients are made again, the node is elected again and the
+    store writes."""
+    import shutil
+
+    from conftest import make_tls_files
+    from reload_support import wait_for
+
+    from test_upstream_tls import _need
+
+    broker_ca = _need("KAFKA_TLS_CA")
+    ca = tmp_path / "upstream-ca.pem"
+    shutil.copy(broker_ca, ca)
+    upstream = {"bootstrap_servers": [_need("KAFKA_SASL_SSL_BOOTSTRAP")], "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512", "username": kafka_env["KAFKA_ADMIN_USER"],
+                "password": kafka_env["KAFKA_ADMIN_PASSWORD"]}
+    store = StoreNode(launcher, run_dir, unique, "reload-store-tls", upstream, {"ca_file": str(ca)})
+    try:
+        store.mutation_applies(unique("store-tls-before"))
+        not_pem = tmp_path / "not-a-ca.pem"
+        not_pem.write_text("this is not a certificate\n")
+        store.node.write(store.settings(upstream, {"ca_file": str(not_pem)}))
+        r = store.node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode != 0, said
+        assert "upstream.tls" in said, said
+        assert kafka_env["KAFKA_ADMIN_PASSWORD"] not in said
+        store.mutation_applies(unique("store-tls-refused"))
+
+        terms = store.writer_terms()
+        mark = store.log_lines()
+        shutil.copy(make_tls_files(tmp_path / "other").ca_cert, ca)
+        store.node.write(store.settings(upstream, {"ca_file": str(ca)}))
+        r = store.node.reload()
+        said = r.stdout + r.stderr
+        assert r.returncode == 0, said
+        assert "upstream.tls files" in r.stdout, r.stdout
+        wait_for(lambda: store.clients_that_logged("made again", mark) == {"tail", "election", "status"}, 10,
+                 "the tail, election and status clients are made again with the other CA")
+        with pytest.raises(Exception):
+            store.mutation_applies(unique("store-tls-other-ca"), timeout=8)
+
+        mark = store.log_lines()
+        shutil.copy(broker_ca, ca)
+        r = store.node.reload()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "upstream.tls files" in r.stdout, r.stdout
+        wait_for(lambda: store.clients_that_logged("made again", mark) == {"tail", "election", "status"}, 10,
+                 "the clients are made again with the broker's CA")
+        wait_for(lambda: store.writer_terms() > terms, 40, "the node is elected writer again")
+        store.mutation_applies(unique("store-tls-after"))
+    finally:
+        store.stop()

@@ -54,7 +54,7 @@ pub use assemble::{assemble, Assembly, Subscribers};
 pub use builtins::{builtin_mechanism_names, builtins};
 pub use error::NodeError;
 pub use reloaded::ReloadedSecurity;
-pub use store::{kafka_store_settings, open_store, store_sasl, NodeStore};
+pub use store::{kafka_store_settings, open_store, store_sasl, store_tls, NodeStore};
 
 use crate::config::Config;
 use crate::plugin_loader::PluginLoadReport;

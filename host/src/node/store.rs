@@ -97,6 +97,21 @@ pub fn store_sasl(config: &Config) -> Option<SaslSettings> {
     }
 }
 
+/// The kafka store's clients' TLS: `[upstream.tls]` (its defaults without the table) with an
+/// `SSL` / `SASL_SSL` protocol, or none.
+pub fn store_tls(config: &Config) -> Option<TlsSettings> {
+    let upstream = &config.upstream;
+    upstream.security_protocol.uses_tls().then(|| {
+        let t = upstream.tls.clone().unwrap_or_default();
+        TlsSettings {
+            ca_file: t.ca_file,
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            verify_server_name: t.verify_server_name,
+        }
+    })
+}
+
 /// The kafka store's settings from `[store]`, `[cluster]` and `[upstream]`.
 ///
 /// # Errors
@@ -114,15 +129,7 @@ pub fn kafka_store_settings(config: &Config, elect: bool) -> Result<KafkaStoreSe
         })?;
     let upstream = &config.upstream;
     let sasl = store_sasl(config);
-    let tls = upstream.security_protocol.uses_tls().then(|| {
-        let t = upstream.tls.clone().unwrap_or_default();
-        TlsSettings {
-            ca_file: t.ca_file,
-            cert_file: t.cert_file,
-            key_file: t.key_file,
-            verify_server_name: t.verify_server_name,
-        }
-    });
+    let tls = store_tls(config);
     let connection = KafkaConnection {
         bootstrap_servers: upstream.bootstrap_servers.clone(),
         security_protocol: upstream.security_protocol.name().to_owned(),

@@ -30,10 +30,14 @@ const LIVE: &[&str] = &[
     "authorizer.plugin",
     "principal.plugin",
     "forwarding.policy",
-    // New upstream connections log in with them; with the `kafka` store its clients take them
-    // too, from their next authentication (`KafkaMetadataStore::set_sasl_credentials`).
+    // New upstream connections log in with them (and TLS); with the `kafka` store its clients
+    // take them too (`KafkaMetadataStore::check_upstream`): a user and password in place, from
+    // their next authentication, a mechanism or TLS by making the clients again.
     "upstream.username",
     "upstream.password",
+    "upstream.sasl_mechanism",
+    "upstream.login",
+    "upstream.tls",
 ];
 
 /// Live only while the built-in `acl` authorizer reads them (a plugin authorizer takes its
@@ -51,19 +55,11 @@ pub const UPSTREAM_LOGIN: &[&str] = &[
     "upstream.password",
 ];
 
-/// Live (for new upstream connections) only with the file store: librdkafka fixes the TLS files
-/// and the mechanism of each of the `kafka` store's clients when it makes the client, and that
-/// store logs in with `[upstream]`'s user and password, not with a login module.
-const LIVE_WITH_FILE_STORE: &[&str] =
-    &["upstream.tls", "upstream.login", "upstream.sasl_mechanism"];
-
 /// What the running node is, for the keys whose effect depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Context {
     /// The built-in `acl` authorizer is in use (before and after).
     pub acl: bool,
-    /// The metadata store is the node's own file log.
-    pub file_store: bool,
     /// OAUTHBEARER's validator runs (the node started with OAUTHBEARER enabled).
     pub oauth: bool,
 }
@@ -160,7 +156,6 @@ fn effect_of(key: &str, context: Context) -> Effect {
     let under = |prefix: &&str| is_under(key, prefix);
     if LIVE.iter().any(under)
         || (context.acl && LIVE_WITH_ACL.iter().any(under))
-        || (context.file_store && LIVE_WITH_FILE_STORE.iter().any(under))
         || (context.oauth && LIVE_WITH_OAUTH.iter().any(under))
     {
         Effect::Live
@@ -226,11 +221,7 @@ super_users = ["User:admin"]
     fn diff(new: &str, acl: bool) -> Vec<(String, Effect)> {
         let old: toml::Table = toml::from_str(BASE).unwrap();
         let new: toml::Table = toml::from_str(new).unwrap();
-        let context = Context {
-            acl,
-            file_store: true,
-            oauth: false,
-        };
+        let context = Context { acl, oauth: false };
         changes(&old, &new, context)
             .into_iter()
             .map(|c| (c.key, c.effect))
@@ -245,7 +236,6 @@ super_users = ["User:admin"]
         let new: toml::Table = toml::from_str(&new).unwrap();
         let context = Context {
             acl: true,
-            file_store: true,
             oauth: false,
         };
         let mut found = changes(&old, &new, context);
@@ -268,7 +258,6 @@ super_users = ["User:admin"]
             &toml::from_str(&new).unwrap(),
             Context {
                 acl: true,
-                file_store: true,
                 oauth: false,
             },
         );
@@ -303,11 +292,7 @@ super_users = ["User:admin"]
             toml::from_str(&with("other")).unwrap(),
         );
         let effect = |oauth| {
-            let context = Context {
-                acl: true,
-                file_store: true,
-                oauth,
-            };
+            let context = Context { acl: true, oauth };
             changes(&old, &new, context)
                 .into_iter()
                 .map(|c| (c.key, c.effect))
@@ -323,48 +308,38 @@ super_users = ["User:admin"]
     }
 
     #[test]
-    fn the_upstream_login_is_live_with_the_file_store_only_but_user_and_password_with_either() {
-        let file = Context {
+    fn the_upstream_login_and_tls_are_live_but_not_where_the_upstream_is() {
+        let context = Context {
             acl: false,
-            file_store: true,
             oauth: false,
-        };
-        let kafka = Context {
-            file_store: false,
-            ..file
         };
         for key in [
             "upstream.sasl_mechanism",
             "upstream.login.plugin",
             "upstream.login.token_endpoint_url",
+            "upstream.username",
+            "upstream.password",
+            "upstream.tls.ca_file",
         ] {
-            assert_eq!(effect_of(key, file), Effect::Live, "{key}");
-            assert_eq!(effect_of(key, kafka), Effect::Restart, "{key}");
+            assert_eq!(effect_of(key, context), Effect::Live, "{key}");
         }
-        for key in ["upstream.username", "upstream.password"] {
-            assert_eq!(effect_of(key, file), Effect::Live, "{key}");
-            assert_eq!(effect_of(key, kafka), Effect::Live, "{key}");
+        for key in ["upstream.bootstrap_servers", "upstream.security_protocol"] {
+            assert_eq!(effect_of(key, context), Effect::Restart, "{key}");
         }
         // A key that only starts with the same letters is not one of the table's.
-        assert_eq!(effect_of("upstream.usernames", file), Effect::Restart);
+        assert_eq!(effect_of("upstream.usernames", context), Effect::Restart);
         assert!(is_under("upstream.login", "upstream.login"));
         assert!(!is_under("upstream.login_x", "upstream.login"));
     }
 
     #[test]
-    fn the_authorizer_principal_builder_and_policy_choice_is_live_on_any_store() {
+    fn the_authorizer_principal_builder_and_policy_choice_is_live() {
         let single = Context {
             acl: true,
-            file_store: true,
             oauth: false,
-        };
-        let cluster = Context {
-            file_store: false,
-            ..single
         };
         for key in ["authorizer.plugin", "principal.plugin", "forwarding.policy"] {
             assert_eq!(effect_of(key, single), Effect::Live, "{key}");
-            assert_eq!(effect_of(key, cluster), Effect::Live, "{key}");
         }
         // allow_everyone_if_no_acl_found: live while the built-in authorizer reads it.
         assert_eq!(
@@ -382,11 +357,11 @@ super_users = ["User:admin"]
             Effect::Restart
         );
         assert_eq!(
-            effect_of("telemetry.trace_sample_ratio", cluster),
+            effect_of("telemetry.trace_sample_ratio", single),
             Effect::Live
         );
         // Event subscribers run per node: replaced live on any node.
-        assert_eq!(effect_of("events.subscribers", cluster), Effect::Live);
+        assert_eq!(effect_of("events.subscribers", single), Effect::Live);
         assert_eq!(
             effect_of("telemetry.otlp_endpoint", single),
             Effect::Restart
@@ -464,7 +439,6 @@ super_users = ["User:admin"]
     fn a_prefix_is_not_a_parent_key() {
         let context = Context {
             acl: true,
-            file_store: true,
             oauth: false,
         };
         // `limits_x` is not under `limits`.
@@ -472,25 +446,6 @@ super_users = ["User:admin"]
         assert_eq!(
             effect_of("limits.failed_authentication.max_delay_ms", context),
             Effect::Live
-        );
-    }
-
-    #[test]
-    fn upstream_tls_is_live_only_with_the_file_store() {
-        let file = Context {
-            acl: false,
-            file_store: true,
-            oauth: false,
-        };
-        let kafka = Context {
-            file_store: false,
-            ..file
-        };
-        assert_eq!(effect_of("upstream.tls.ca_file", file), Effect::Live);
-        assert_eq!(effect_of("upstream.tls.ca_file", kafka), Effect::Restart);
-        assert_eq!(
-            effect_of("upstream.bootstrap_servers", file),
-            Effect::Restart
         );
     }
 }

@@ -115,9 +115,9 @@ pub enum Refusal {
     /// The upstream login module cannot be built (the key or table named).
     #[error(transparent)]
     Login(NodeError),
-    /// The kafka store's client library cannot take the new upstream user or password.
+    /// The kafka store's clients cannot take the new upstream settings (the key named).
     #[error(transparent)]
-    StoreCredentials(#[from] portcullis_plugin_kafka_store::CredentialsError),
+    StoreUpstream(portcullis_plugin_kafka_store::UpstreamError),
 }
 
 /// What a reload did.
@@ -268,7 +268,6 @@ impl Reloader {
         let acl = |c: &Config| c.authorizer.as_ref().is_some_and(|a| a.plugin == "acl");
         let context = diff::Context {
             acl: acl(&running.config) && acl(&new),
-            file_store: running.config.store.kind == crate::config::StoreKind::File,
             oauth: self.node.oauth.is_some(),
         };
         let renewable = security::RENEWABLE;
@@ -319,7 +318,7 @@ impl Reloader {
         let login_name = login_module_name(&new);
         let builtin_login: Vec<String> = portcullis::registry::login_modules()
             .map(|f| f.name.to_owned())
-            .filter(|name| context.file_store && *name == login_name && retabled.contains(name))
+            .filter(|name| *name == login_name && retabled.contains(name))
             .collect();
         let mut renewed = scan.report.mechanism_names();
         renewed.extend(
@@ -367,9 +366,9 @@ impl Reloader {
         if !restart.is_empty() {
             return Err(Refusal::NeedsRestart { keys: restart });
         }
-        // With the kafka store, its own clients take a changed upstream user and password too
+        // With the kafka store, its own clients take a changed upstream login and TLS too
         // (applied once nothing can fail any more, below).
-        let store_credentials = store_credentials(&self.node, &running.config, &new, &changes)?;
+        let store_upstream = store_upstream(&self.node, &new, &changes)?;
         // A changed [oauthbearer] starts a new validator (discovery, the first key set, its
         // refresher) before anything is swapped: one that cannot start refuses the reload.
         let oauth = match &new.oauthbearer {
@@ -474,13 +473,12 @@ impl Reloader {
         if let (Some(cluster), Some(deciders)) = (&self.node.cluster, deciders) {
             cluster.renew(deciders);
         }
-        if let (Some(sasl), crate::node::NodeStore::Kafka(store)) =
-            (&store_credentials, &self.node.store)
+        let store_remade = (store_upstream.as_ref()).is_some_and(|c| c.remakes_clients());
+        if let (Some(change), crate::node::NodeStore::Kafka(store)) =
+            (store_upstream, &self.node.store)
         {
-            // Checked above: nothing here can refuse them any more.
-            if let Err(error) = store.set_sasl_credentials(&sasl.username, &sasl.password) {
-                tracing::error!(%error, "the metadata store's clients keep their upstream credentials");
-            }
+            // Checked above: nothing here can refuse it any more.
+            store.apply_upstream(change);
         }
         if let (Some(slot), Some(module)) = (&self.node.upstream_login, login) {
             let active = Arc::new(ActiveLogin { module });
@@ -508,6 +506,12 @@ impl Reloader {
         let mut changed: Vec<String> = changes.into_iter().map(|c: Change| c.key).collect();
         if files != running.files && !changed.iter().any(|k| k.starts_with("listener.tls.")) {
             changed.push("listener.tls files (content)".to_owned());
+        }
+        if store_remade && !changed.iter().any(|k| diff::is_under(k, "upstream")) {
+            // Only the content of the upstream TLS files changed.
+            changed.push(
+                "upstream.tls files (content; the metadata store's clients made again)".to_owned(),
+            );
         }
         changed.extend(
             scan.files
@@ -581,37 +585,38 @@ fn changed_tables(old: &Config, new: &Config) -> Vec<String> {
         .collect()
 }
 
-/// The upstream user and password the kafka store's clients must take when this reload changes
-/// them (`None`: no kafka store, no change, or a store that does not log in with SASL).
+/// What this reload changes for the kafka store's own clients, checked (`None`: no kafka store,
+/// or nothing changes for them): `[upstream]`'s user and password, taken in place, or its
+/// mechanism, `[upstream.tls]` or the content of its TLS files, for which the clients are made
+/// again (see `portcullis_plugin_kafka_store::KafkaMetadataStore::check_upstream`).
 ///
 /// # Errors
 /// [`Refusal::NeedsRestart`] when the change turns the store's SASL login on or off (its
-/// clients' protocol is fixed when they are made); [`Refusal::StoreCredentials`] when librdkafka
-/// cannot take the values.
-fn store_credentials(
+/// clients' protocol is fixed when they are made); [`Refusal::StoreUpstream`] when librdkafka
+/// cannot take the new settings.
+fn store_upstream(
     node: &Node,
-    old: &Config,
     new: &Config,
     changes: &[Change],
-) -> Result<Option<portcullis_plugin_kafka_store::SaslSettings>, Refusal> {
-    use crate::node::{store_sasl, NodeStore};
-    let changed: Vec<String> = (changes.iter())
-        .filter(|c| c.key == "upstream.username" || c.key == "upstream.password")
-        .map(|c| c.key.clone())
-        .collect();
-    if !matches!(node.store, NodeStore::Kafka(_)) || changed.is_empty() {
+) -> Result<Option<portcullis_plugin_kafka_store::UpstreamChange>, Refusal> {
+    use crate::node::{store_sasl, store_tls, NodeStore};
+    use portcullis_plugin_kafka_store::UpstreamError;
+    let NodeStore::Kafka(store) = &node.store else {
         return Ok(None);
-    }
-    match (store_sasl(old), store_sasl(new)) {
-        (None, None) => Ok(None),
-        (Some(_), Some(sasl)) => {
-            portcullis_plugin_kafka_store::KafkaMetadataStore::check_sasl_credentials(
-                &sasl.username,
-                &sasl.password,
-            )?;
-            Ok(Some(sasl))
+    };
+    match store.check_upstream(store_sasl(new), store_tls(new)) {
+        Ok(change) => Ok(change),
+        Err(UpstreamError::LoginOnOff) => {
+            let mut keys: Vec<String> = (changes.iter())
+                .filter(|c| diff::is_under(&c.key, "upstream"))
+                .map(|c| c.key.clone())
+                .collect();
+            if keys.is_empty() {
+                keys.push("upstream.sasl_mechanism".to_owned());
+            }
+            Err(Refusal::NeedsRestart { keys })
         }
-        _ => Err(Refusal::NeedsRestart { keys: changed }),
+        Err(error) => Err(Refusal::StoreUpstream(error)),
     }
 }
 

@@ -4,19 +4,18 @@
 //! upstream listener sets `connections.max.reauth.ms`) and closes no connection. Clients made
 //! later are configured with them.
 //!
-//! librdkafka fixes a client's mechanism and TLS files when the client is made; only the user and
-//! password can change in place, with `rd_kafka_sasl_set_credentials`. The `rdkafka` crate does
-//! not wrap that call, so this module makes it itself: the one `unsafe` code of this crate.
+//! librdkafka fixes a client's mechanism and TLS files when the client is made (a change of those
+//! makes the clients again, see [`crate::upstream`]); only the user and password can change in
+//! place, with `rd_kafka_sasl_set_credentials`. The `rdkafka` crate does not wrap that call, so
+//! this module makes it itself: the one `unsafe` code of this crate.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use rdkafka::bindings;
 use rdkafka::client::{Client, ClientContext};
 
-use crate::connection::SaslSettings;
+use crate::upstream::{Generation, Upstream};
 
 /// Upstream credentials librdkafka cannot take.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,71 +44,46 @@ impl CCredentials {
     }
 }
 
-/// The store's current SASL settings, and how often they were replaced (each client remembers
-/// the generation it has, and takes the current settings when it lags).
-pub(crate) struct Credentials {
-    generation: AtomicU64,
-    sasl: Mutex<Option<SaslSettings>>,
-}
-
-impl Credentials {
-    pub(crate) fn new(sasl: Option<SaslSettings>) -> Self {
-        Self {
-            generation: AtomicU64::new(0),
-            sasl: Mutex::new(sasl),
-        }
-    }
-
-    /// The settings of the moment, with their generation.
-    pub(crate) fn current(&self) -> (u64, Option<SaslSettings>) {
-        let sasl = self.sasl.lock().unwrap_or_else(PoisonError::into_inner);
-        (self.generation.load(Ordering::Acquire), sasl.clone())
-    }
-
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// Replaces user and password (the mechanism stays); `false` when the store does not log in
-    /// with SASL, so there is nothing to replace.
-    pub(crate) fn replace(&self, username: &str, password: &str) -> bool {
-        let mut sasl = self.sasl.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(current) = sasl.as_mut() else {
-            return false;
-        };
-        current.username = username.to_owned();
-        current.password = password.to_owned();
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        true
-    }
-}
-
-/// What one client has taken of [`Credentials`].
+/// What one client has taken of [`Upstream`].
 pub(crate) struct Follower {
-    seen: u64,
+    seen: Generation,
 }
 
 impl Follower {
     /// A client configured with the settings of `generation`.
-    pub(crate) fn at(generation: u64) -> Self {
+    pub(crate) fn at(generation: Generation) -> Self {
         Self { seen: generation }
+    }
+
+    /// Whether a reload changed what this client can only be made with (the mechanism, TLS):
+    /// the caller makes it again. Cheap: one atomic load.
+    pub(crate) fn must_remake(&self, upstream: &Upstream) -> bool {
+        upstream.generation().clients != self.seen.clients
+    }
+
+    /// A client could not be made again: the thread keeps the one it has (until the next
+    /// change) rather than trying again at every turn.
+    pub(crate) fn keep_client(&mut self, upstream: &Upstream) {
+        self.seen.clients = upstream.generation().clients;
     }
 
     /// Gives `client` the current user and password if they changed since it last took them.
     /// Cheap when nothing changed (one atomic load): the store's threads call it every turn.
     pub(crate) fn follow<C: ClientContext>(
         &mut self,
-        credentials: &Credentials,
+        upstream: &Upstream,
         client: &Client<C>,
         which: &str,
     ) {
-        if credentials.generation() == self.seen {
+        if upstream.generation().credentials == self.seen.credentials {
             return;
         }
-        let (generation, sasl) = credentials.current();
-        self.seen = generation;
+        let (generation, sasl, _) = upstream.current();
+        // Only the credentials are taken here: a client that must be made again keeps lagging
+        // in `clients` until its thread makes it.
+        self.seen.credentials = generation.credentials;
         let Some(sasl) = sasl else { return };
-        // Checked when the reload took them (`KafkaMetadataStore::check_sasl_credentials`).
+        // Checked when the reload took them (`KafkaMetadataStore::check_upstream`).
         let Ok(c) = CCredentials::new(&sasl.username, &sasl.password) else {
             return;
         };
@@ -159,39 +133,14 @@ fn set_on_client<C: ClientContext>(client: &Client<C>, c: &CCredentials) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connection::{KafkaConnection, SaslSettings};
 
-    fn sasl() -> SaslSettings {
+    fn sasl(password: &str) -> SaslSettings {
         SaslSettings {
             mechanism: "SCRAM-SHA-512".into(),
             username: "svc-a".into(),
-            password: "old".into(),
+            password: password.into(),
         }
-    }
-
-    #[test]
-    fn a_replacement_keeps_the_mechanism_and_moves_the_generation() {
-        let credentials = Credentials::new(Some(sasl()));
-        assert!(credentials.replace("svc-b", "new"));
-        let (generation, now) = credentials.current();
-        let now = now.expect("still SASL");
-        assert_eq!(generation, 1);
-        assert_eq!(
-            (
-                now.mechanism.as_str(),
-                now.username.as_str(),
-                now.password.as_str()
-            ),
-            ("SCRAM-SHA-512", "svc-b", "new")
-        );
-    }
-
-    #[test]
-    fn without_sasl_there_is_nothing_to_replace() {
-        let credentials = Credentials::new(None);
-        assert!(!credentials.replace("svc-b", "new"));
-        let (generation, sasl) = credentials.current();
-        assert_eq!(generation, 0);
-        assert!(sasl.is_none());
     }
 
     #[test]
@@ -203,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn a_client_takes_the_new_credentials_once() {
+    fn a_client_takes_new_credentials_once_and_a_remake_is_left_to_its_thread() {
         use rdkafka::config::ClientConfig;
         use rdkafka::consumer::{BaseConsumer, Consumer};
         // A client that never connects (nothing listens on port 9): librdkafka takes the call
@@ -217,12 +166,26 @@ mod tests {
             .set("log_level", "0")
             .create()
             .expect("client");
-        let credentials = Credentials::new(Some(sasl()));
-        let mut follower = Follower::at(credentials.generation());
-        credentials.replace("svc-b", "new");
-        follower.follow(&credentials, consumer.client(), "test");
-        assert_eq!(follower.seen, 1);
+        let connection = KafkaConnection {
+            bootstrap_servers: vec!["127.0.0.1:9".into()],
+            security_protocol: "SASL_PLAINTEXT".into(),
+            sasl: None,
+            tls: None,
+        };
+        let upstream = Upstream::new(Some(sasl("old")), None);
+        let mut follower = Follower::at(upstream.generation());
+        let change = upstream.check(&connection, Some(sasl("new")), None);
+        upstream.apply(change.expect("checked").expect("changed"));
+        assert!(!follower.must_remake(&upstream));
+        follower.follow(&upstream, consumer.client(), "test");
+        assert_eq!(follower.seen, upstream.generation());
         let c = CCredentials::new("svc-c", "newer").expect("no NUL");
         assert_eq!(set_on_client(consumer.client(), &c), Ok(()));
+        let mut other = sasl("new");
+        other.mechanism = "PLAIN".into();
+        let change = upstream.check(&connection, Some(other), None);
+        upstream.apply(change.expect("checked").expect("changed"));
+        follower.follow(&upstream, consumer.client(), "test");
+        assert!(follower.must_remake(&upstream));
     }
 }

@@ -64,7 +64,21 @@ pub(crate) fn run(shared: Arc<Shared>) {
         while !shared.stop.load(Ordering::Acquire) {
             // Serves the group protocol's callbacks; nothing is ever consumed.
             let _ = consumer.poll(Duration::from_millis(100));
-            credentials.follow(&shared.credentials, consumer.client(), "election");
+            credentials.follow(&shared.upstream, consumer.client(), "election");
+            if credentials.must_remake(&shared.upstream) {
+                // librdkafka fixes a client's mechanism and TLS files when it makes the client:
+                // the member leaves and joins again with the reloaded ones. On the writer that
+                // is a step down first; the group then hands the partition to a member (maybe
+                // this node's new one again), which fences and announces as in any failover.
+                shared.step_down("the upstream login changed: the election member is made again");
+                tracing::info!(
+                    client = %"election",
+                    "the metadata store's client is made again with the reloaded upstream settings"
+                );
+                consumer.unsubscribe();
+                drop(consumer);
+                continue 'member;
+            }
             if shared.rejoin.swap(false, Ordering::AcqRel) {
                 // Fenced while the group still assigned us the partition: leave, so that the
                 // group decides again (maybe for this node, which then fences afresh).

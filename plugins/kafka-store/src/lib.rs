@@ -31,6 +31,7 @@ mod tail;
 mod tail_error;
 mod tools;
 mod topics;
+mod upstream;
 mod writer;
 
 pub use codec::{LeaderAnnouncement, HEADER_CLUSTER, HEADER_NODE, HEADER_TERM};
@@ -42,4 +43,5 @@ pub use status::{read as read_cluster_status, ClusterStatus, NodeStatus, StatusE
 pub use store::{KafkaMetadataStore, Progress};
 pub use tools::write_offline;
 pub use topics::{replication_for, Topics};
+pub use upstream::{UpstreamChange, UpstreamError};
 pub use writer::transactional_id;

@@ -11,10 +11,10 @@ use portcullis::store::{Offset, RecordKey, StoredRecord, Subscriber, Subscriptio
 
 use crate::codec::{self, LeaderAnnouncement};
 use crate::connection::KafkaConnection;
-use crate::credentials::Credentials;
 use crate::settings::KafkaStoreSettings;
 use crate::tail_error::TailError;
 use crate::topics::Topics;
+use crate::upstream::{Generation, Upstream};
 use crate::writer::{TxnWriter, WriteError, WriterStartError};
 
 /// The latest writer announcement in the log.
@@ -109,8 +109,8 @@ pub(crate) struct Shared {
     /// The fingerprint of the configuration the node runs (the host sets it at start and after
     /// each applied reload), reported with the node's status so an operator sees drift.
     pub(crate) config_fingerprint: Mutex<Option<String>>,
-    /// The upstream user and password of the moment (a reload may replace them).
-    pub(crate) credentials: Credentials,
+    /// How the clients log in upstream now (a reload may change it, see [`crate::upstream`]).
+    pub(crate) upstream: Upstream,
 }
 
 impl Shared {
@@ -122,12 +122,13 @@ impl Shared {
         self.role.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How a client made now reaches the upstream: the settings, with the credentials of the
-    /// moment and their generation (see [`crate::credentials`]).
-    pub(crate) fn connection(&self) -> (u64, KafkaConnection) {
-        let (generation, sasl) = self.credentials.current();
+    /// How a client made now reaches the upstream: the settings, with the login of the moment
+    /// and its generation (see [`crate::upstream`]).
+    pub(crate) fn connection(&self) -> (Generation, KafkaConnection) {
+        let (generation, sasl, tls) = self.upstream.current();
         let mut connection = self.settings.connection.clone();
         connection.sasl = sasl;
+        connection.tls = tls;
         (generation, connection)
     }
 
@@ -211,7 +212,7 @@ impl Shared {
                 let mut role = self.role();
                 // Credentials a reload replaced while the writer started (under the role lock,
                 // which the replacement holds too: none is missed).
-                writer.follow_credentials(&self.credentials);
+                writer.follow_credentials(&self.upstream);
                 *role = RoleState::Writer {
                     term,
                     writer: Arc::new(writer),

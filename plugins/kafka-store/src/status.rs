@@ -43,19 +43,24 @@ pub struct NodeStatus {
     pub config_fingerprint: Option<String>,
 }
 
-pub(crate) fn publish(shared: Arc<Shared>) {
+/// The status producer, with the login of the moment.
+fn producer(shared: &Shared) -> Result<(BaseProducer<StoreContext>, Follower), KafkaError> {
     let settings = &shared.settings;
     let (generation, connection) = shared.connection();
-    let mut credentials = Follower::at(generation);
-    let producer: BaseProducer<StoreContext> = match connection
+    let producer = connection
         .client_config(&format!(
             "portcullis-{}-status-{}",
             settings.cluster_id, settings.node_id
         ))
         .set("linger.ms", "0")
         .set("message.timeout.ms", "5000")
-        .create_with_context(StoreContext)
-    {
+        .create_with_context(StoreContext)?;
+    Ok((producer, Follower::at(generation)))
+}
+
+pub(crate) fn publish(shared: Arc<Shared>) {
+    let settings = &shared.settings;
+    let (mut producer, mut credentials) = match producer(&shared) {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(error = %e, "cannot create the status producer; `cluster status` will not list this node");
@@ -64,7 +69,24 @@ pub(crate) fn publish(shared: Arc<Shared>) {
     };
     let key = settings.node_id.to_string();
     while !shared.stop.load(Ordering::Acquire) {
-        credentials.follow(&shared.credentials, producer.client(), "status");
+        credentials.follow(&shared.upstream, producer.client(), "status");
+        if credentials.must_remake(&shared.upstream) {
+            match self::producer(&shared) {
+                Ok((remade, follower)) => {
+                    // The reports still queued in the old one go first.
+                    let _ = producer.flush(Duration::from_secs(2));
+                    (producer, credentials) = (remade, follower);
+                    tracing::info!(
+                        client = %"status",
+                        "the metadata store's client is made again with the reloaded upstream settings"
+                    );
+                }
+                Err(error) => {
+                    credentials.keep_client(&shared.upstream);
+                    tracing::error!(client = %"status", %error, "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the ones it has");
+                }
+            }
+        }
         let log_end = producer
             .client()
             .fetch_watermarks(&shared.topics.metadata, 0, Duration::from_secs(2))

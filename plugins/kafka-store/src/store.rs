@@ -30,10 +30,11 @@ use portcullis::store::{
 };
 
 use crate::codec;
-use crate::credentials::{CCredentials, Credentials, CredentialsError};
+use crate::connection::{SaslSettings, TlsSettings};
 use crate::settings::KafkaStoreSettings;
 use crate::shared::{LeaderInfo, Role, RoleState, Shared, State};
 use crate::topics::{self, Topics};
+use crate::upstream::{Upstream, UpstreamChange, UpstreamError};
 use crate::writer::{TxnWriter, WriteError};
 
 /// Where the node is in the log.
@@ -54,40 +55,42 @@ pub struct KafkaMetadataStore {
 }
 
 impl KafkaMetadataStore {
-    /// Checks that the store's client library can take this upstream user and password (see
-    /// [`Self::set_sasl_credentials`]), before a reload changes anything.
+    /// What a reload's `[upstream]` SASL and TLS settings would change for the store's clients,
+    /// checked before the reload changes anything (see `upstream.rs`): `None` when
+    /// nothing; a new user or password is taken in place, a new mechanism, TLS setting or TLS
+    /// file content makes the clients again.
     ///
     /// # Errors
-    /// A NUL byte in either.
-    pub fn check_sasl_credentials(username: &str, password: &str) -> Result<(), CredentialsError> {
-        CCredentials::new(username, password).map(|_| ())
+    /// [`UpstreamError`]: a value librdkafka cannot take (the key named, never a password), or
+    /// SASL turned on or off (a restart).
+    pub fn check_upstream(
+        &self,
+        sasl: Option<SaslSettings>,
+        tls: Option<TlsSettings>,
+    ) -> Result<Option<UpstreamChange>, UpstreamError> {
+        self.shared
+            .upstream
+            .check(&self.shared.settings.connection, sasl, tls)
     }
 
-    /// Gives every client of the store a new upstream user and password (a reload changed
-    /// them; the mechanism stays): each uses them from its next authentication on — a
-    /// reconnection, or a re-authentication when the upstream listener asks for them — and no
-    /// connection is closed. Clients made later get them too. Nothing to do when the store does
-    /// not log in with SASL.
-    ///
-    /// # Errors
-    /// A NUL byte in either; then nothing changed.
-    pub fn set_sasl_credentials(
-        &self,
-        username: &str,
-        password: &str,
-    ) -> Result<(), CredentialsError> {
-        Self::check_sasl_credentials(username, password)?;
+    /// Applies a change [`Self::check_upstream`] accepted. New credentials reach every client in
+    /// place: each uses them from its next authentication on (a reconnection, or a
+    /// re-authentication when the upstream listener asks for one), and no connection is closed.
+    /// Otherwise each client is made again at its thread's next turn (within a second): the
+    /// writer steps down and stands for election again.
+    pub fn apply_upstream(&self, change: UpstreamChange) {
+        let remake = change.remakes_clients();
         // Under the role lock, which a writer being installed holds too: it follows either now
         // or there.
         let role = self.shared.role();
-        if self.shared.credentials.replace(username, password) {
+        self.shared.upstream.apply(change);
+        if !remake {
             if let RoleState::Writer { writer, .. } = &*role {
-                writer.follow_credentials(&self.shared.credentials);
+                writer.follow_credentials(&self.shared.upstream);
             }
-            // The tail and election threads follow at their next turn (100 ms), the status
-            // thread at its next report (a few seconds at most).
         }
-        Ok(())
+        // The tail and election threads follow at their next turn (100 ms), the status thread
+        // at its next report (a second).
     }
 
     /// Reports `fingerprint` (the configuration this node runs) in the node's status from the
@@ -143,7 +146,10 @@ impl KafkaMetadataStore {
             stop: AtomicBool::new(false),
             rejoin: AtomicBool::new(false),
             config_fingerprint: Mutex::new(None),
-            credentials: Credentials::new(settings.connection.sasl.clone()),
+            upstream: Upstream::new(
+                settings.connection.sasl.clone(),
+                settings.connection.tls.clone(),
+            ),
             settings,
         });
         let store = Self {

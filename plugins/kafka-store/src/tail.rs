@@ -28,7 +28,7 @@ use crate::tail_error::TailError;
 const MAX_BATCH: usize = 4_096;
 
 pub(crate) fn run(shared: Arc<Shared>) {
-    let (consumer, mut credentials) = match open(&shared) {
+    let (mut consumer, mut credentials) = match open(&shared, KafkaOffset::Beginning) {
         Ok(c) => c,
         Err(e) => {
             fail(&shared, e);
@@ -38,7 +38,27 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut last_error_log: Option<Instant> = None;
     let mut batch: Vec<Item> = Vec::new();
     while !shared.stop.load(Ordering::Acquire) {
-        credentials.follow(&shared.credentials, consumer.client(), "tail");
+        credentials.follow(&shared.upstream, consumer.client(), "tail");
+        if credentials.must_remake(&shared.upstream) {
+            // Between batches (the last one is applied): the new consumer starts where the
+            // view is.
+            let from = shared.state().next_offset;
+            match open(&shared, KafkaOffset::Offset(from as i64)) {
+                Ok((remade, follower)) => {
+                    consumer = remade;
+                    credentials = follower;
+                    tracing::info!(
+                        client = %"tail",
+                        offset = from,
+                        "the metadata store's client is made again with the reloaded upstream settings"
+                    );
+                }
+                Err(error) => {
+                    credentials.keep_client(&shared.upstream);
+                    tracing::error!(client = %"tail", %error, "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the ones it has");
+                }
+            }
+        }
         let mut end_reached = false;
         let mut wait = Duration::from_millis(100);
         while batch.len() < MAX_BATCH {
@@ -72,7 +92,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-fn open(shared: &Shared) -> Result<(BaseConsumer<StoreContext>, Follower), TailError> {
+/// The tail's consumer, assigned the log's partition from `from`.
+fn open(
+    shared: &Shared,
+    from: KafkaOffset,
+) -> Result<(BaseConsumer<StoreContext>, Follower), TailError> {
     let settings = &shared.settings;
     let (generation, connection) = shared.connection();
     let consumer: BaseConsumer<StoreContext> = connection
@@ -94,7 +118,7 @@ fn open(shared: &Shared) -> Result<(BaseConsumer<StoreContext>, Follower), TailE
         .map_err(TailError::CreateConsumer)?;
     let mut assignment = TopicPartitionList::new();
     assignment
-        .add_partition_offset(&shared.topics.metadata, 0, KafkaOffset::Beginning)
+        .add_partition_offset(&shared.topics.metadata, 0, from)
         .map_err(TailError::Assign)?;
     consumer.assign(&assignment).map_err(TailError::Assign)?;
     Ok((consumer, Follower::at(generation)))

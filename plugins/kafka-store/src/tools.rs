@@ -27,7 +27,7 @@ pub fn write_offline(
         .map_err(|e| StoreError::Unavailable(e.to_string()))?;
     let writer = TxnWriter::start(
         &settings.connection,
-        0,
+        crate::upstream::Generation::default(),
         &topics.metadata,
         &settings.cluster_id,
         settings.node_id,

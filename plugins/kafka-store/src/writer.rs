@@ -19,7 +19,8 @@ use rdkafka::{ClientContext, Message};
 
 use crate::codec::{HEADER_CLUSTER, HEADER_NODE, HEADER_TERM};
 use crate::connection::KafkaConnection;
-use crate::credentials::{Credentials, Follower};
+use crate::credentials::Follower;
+use crate::upstream::{Generation, Upstream};
 
 /// One message to write: key, value (`None`: tombstone).
 pub(crate) type Outgoing = (Vec<u8>, Option<Vec<u8>>);
@@ -147,7 +148,7 @@ impl TxnWriter {
     /// The producer cannot be created or initialised (cluster unreachable, or refused).
     pub(crate) fn start(
         connection: &KafkaConnection,
-        credentials_generation: u64,
+        generation: Generation,
         topic: &str,
         cluster_id: &str,
         node_id: i32,
@@ -175,7 +176,7 @@ impl TxnWriter {
             .map_err(WriterStartError::InitTransactions)?;
         Ok(Self {
             producer,
-            credentials_seen: Mutex::new(Follower::at(credentials_generation)),
+            credentials_seen: Mutex::new(Follower::at(generation)),
             topic: topic.to_owned(),
             cluster_id: cluster_id.to_owned(),
             node_id: node_id.to_string(),
@@ -184,11 +185,13 @@ impl TxnWriter {
     }
 
     /// Gives the producer the current upstream credentials if a reload replaced them.
-    pub(crate) fn follow_credentials(&self, credentials: &Credentials) {
+    /// (A change that needs the producer made again reaches it through the election: the
+    /// writer steps down and stands again, see [`crate::election`].)
+    pub(crate) fn follow_credentials(&self, upstream: &Upstream) {
         self.credentials_seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .follow(credentials, self.producer.client(), "writer");
+            .follow(upstream, self.producer.client(), "writer");
     }
 
     /// Writes `messages` to partition 0 in one transaction; returns each message's offset.
