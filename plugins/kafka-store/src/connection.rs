@@ -32,6 +32,17 @@ pub(crate) fn log_client_error(error: &KafkaError, reason: &str) {
     }
 }
 
+/// `error` as text without the value of a refused configuration property: rdkafka's own text of
+/// a `ClientConfig` error shows the value, which for `sasl.password` is a secret.
+pub(crate) fn client_error_text(error: &KafkaError) -> String {
+    match error {
+        KafkaError::ClientConfig(_, description, key, _) => {
+            format!("client configuration refused: {key}: {description}")
+        }
+        other => other.to_string(),
+    }
+}
+
 /// The context of the store's consumers and plain producers.
 pub(crate) struct StoreContext;
 
@@ -161,5 +172,30 @@ impl KafkaConnection {
             );
         }
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_configuration_value_is_never_shown() {
+        let error = KafkaError::ClientConfig(
+            rdkafka::types::RDKafkaConfRes::RD_KAFKA_CONF_INVALID,
+            "Invalid value".into(),
+            "sasl.password".into(),
+            "s3cret-value".into(),
+        );
+        assert!(
+            error.to_string().contains("s3cret-value"),
+            "rdkafka's own text shows it"
+        );
+        let text = client_error_text(&error);
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            text.contains("sasl.password") && text.contains("Invalid value"),
+            "{text}"
+        );
     }
 }

@@ -11,6 +11,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
+use std::time::{Duration, Instant};
 
 use rdkafka::bindings;
 use rdkafka::client::{Client, ClientContext};
@@ -44,27 +45,37 @@ impl CCredentials {
     }
 }
 
+/// How long a thread whose client could not be made again keeps the one it has before it tries
+/// again (a TLS file replaced between the reload's check and the thread's turn, say).
+const REMAKE_RETRY: Duration = Duration::from_secs(5);
+
 /// What one client has taken of [`Upstream`].
 pub(crate) struct Follower {
     seen: Generation,
+    /// A failed remake: not before then again.
+    retry_at: Option<Instant>,
 }
 
 impl Follower {
     /// A client configured with the settings of `generation`.
     pub(crate) fn at(generation: Generation) -> Self {
-        Self { seen: generation }
+        Self {
+            seen: generation,
+            retry_at: None,
+        }
     }
 
     /// Whether a reload changed what this client can only be made with (the mechanism, TLS):
-    /// the caller makes it again. Cheap: one atomic load.
+    /// the caller makes it again. Cheap: one atomic load (and a clock read after a failure).
     pub(crate) fn must_remake(&self, upstream: &Upstream) -> bool {
         upstream.generation().clients != self.seen.clients
+            && self.retry_at.is_none_or(|at| Instant::now() >= at)
     }
 
-    /// A client could not be made again: the thread keeps the one it has (until the next
-    /// change) rather than trying again at every turn.
-    pub(crate) fn keep_client(&mut self, upstream: &Upstream) {
-        self.seen.clients = upstream.generation().clients;
+    /// The client could not be made again: the thread keeps the one it has (which goes on taking
+    /// new credentials in place) and tries again after [`REMAKE_RETRY`].
+    pub(crate) fn remake_failed(&mut self) {
+        self.retry_at = Some(Instant::now() + REMAKE_RETRY);
     }
 
     /// Gives `client` the current user and password if they changed since it last took them.

@@ -77,6 +77,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 );
                 consumer.unsubscribe();
                 drop(consumer);
+                // The member just left: a rejoin asked for by a fence is done too.
+                shared.rejoin.store(false, Ordering::Release);
                 continue 'member;
             }
             if shared.rejoin.swap(false, Ordering::AcqRel) {
@@ -122,7 +124,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
 #[derive(Debug, thiserror::Error)]
 enum ElectionError {
     /// librdkafka refused the consumer's configuration.
-    #[error("cannot create the election consumer: {0}")]
+    #[error("cannot create the election consumer: {}", crate::connection::client_error_text(.0))]
     CreateConsumer(KafkaError),
     /// The subscription to the election topic failed.
     #[error("cannot subscribe to {topic}: {error}")]

@@ -242,8 +242,17 @@ impl Shared {
     /// the group before it may activate again: the group assignment it holds may be stale (a
     /// paused node learns that it lost the partition only after it resumes). The flag is set
     /// under the role lock, before the role changes, so `activate` cannot see the role without it.
-    pub(crate) fn fenced(&self, reason: &str) {
+    ///
+    /// `term` is the term of the writer whose write was fenced: when this node is already
+    /// activating or writing under a newer term (it stepped down and was elected again, and its
+    /// new producer fenced the old one), there is nothing to leave.
+    pub(crate) fn fenced(&self, term: u64, reason: &str) {
         let mut role = self.role();
+        match &*role {
+            RoleState::Writer { term: now, .. } if *now != term => return,
+            RoleState::Activating => return,
+            _ => {}
+        }
         self.rejoin.store(true, Ordering::Release);
         Self::leave_role(&mut role, reason);
     }
@@ -262,6 +271,47 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shared() -> Shared {
+        let connection = KafkaConnection {
+            bootstrap_servers: vec!["127.0.0.1:9".into()],
+            security_protocol: "PLAINTEXT".into(),
+            sasl: None,
+            tls: None,
+        };
+        Shared {
+            settings: KafkaStoreSettings::new(connection, "__log", "c1", 1, "127.0.0.1:9"),
+            topics: Topics::for_log("__log"),
+            state: Mutex::new(State {
+                next_offset: 0,
+                live: HashMap::new(),
+                cache: None,
+                subscribers: Vec::new(),
+                next_subscription: 0,
+                leader: None,
+                replayed: true,
+                failure: None,
+            }),
+            applied: Condvar::new(),
+            role: Mutex::new(RoleState::Follower),
+            stop: AtomicBool::new(false),
+            rejoin: AtomicBool::new(false),
+            config_fingerprint: Mutex::new(None),
+            upstream: Upstream::new(None, None),
+        }
+    }
+
+    #[test]
+    fn a_fence_of_an_older_write_leaves_an_activation_alone_and_makes_a_follower_rejoin() {
+        let shared = shared();
+        *shared.role() = RoleState::Activating;
+        shared.fenced(3, "fenced by this node's own new producer");
+        assert!(matches!(*shared.role(), RoleState::Activating));
+        assert!(!shared.rejoin.load(Ordering::Acquire));
+        *shared.role() = RoleState::Follower;
+        shared.fenced(3, "fenced by another node");
+        assert!(shared.rejoin.load(Ordering::Acquire));
+    }
 
     #[test]
     fn activation_errors_keep_their_messages() {

@@ -63,7 +63,7 @@ pub(crate) fn publish(shared: Arc<Shared>) {
     let (mut producer, mut credentials) = match producer(&shared) {
         Ok(p) => p,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot create the status producer; `cluster status` will not list this node");
+            tracing::warn!(error = %crate::connection::client_error_text(&e), "cannot create the status producer; `cluster status` will not list this node");
             return;
         }
     };
@@ -82,8 +82,8 @@ pub(crate) fn publish(shared: Arc<Shared>) {
                     );
                 }
                 Err(error) => {
-                    credentials.keep_client(&shared.upstream);
-                    tracing::error!(client = %"status", %error, "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the ones it has");
+                    credentials.remake_failed();
+                    tracing::error!(client = %"status", error = %crate::connection::client_error_text(&error), "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the one it has and tries again in 5 s");
                 }
             }
         }

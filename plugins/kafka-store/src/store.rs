@@ -365,7 +365,7 @@ impl MetadataStore for KafkaMetadataStore {
                     }
                 }
                 Err(WriteError::Fenced(reason)) => {
-                    shared.fenced(&format!("fenced: {reason}"));
+                    shared.fenced(term, &format!("fenced: {reason}"));
                     for (batch, _) in firsts {
                         if let Some(slot) = results.get_mut(batch) {
                             *slot = Some(Err(not_writer(shared)));

@@ -54,8 +54,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     );
                 }
                 Err(error) => {
-                    credentials.keep_client(&shared.upstream);
-                    tracing::error!(client = %"tail", %error, "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the ones it has");
+                    credentials.remake_failed();
+                    tracing::error!(client = %"tail", %error, "the metadata store's client could not be made again with the reloaded upstream settings; it keeps the one it has and tries again in 5 s");
                 }
             }
         }

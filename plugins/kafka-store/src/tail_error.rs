@@ -9,10 +9,10 @@ use crate::codec::DecodeError;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TailError {
     /// librdkafka refused the consumer's configuration.
-    #[error("cannot create the metadata log's consumer: {0}")]
+    #[error("cannot create the metadata log's consumer: {}", crate::connection::client_error_text(.0))]
     CreateConsumer(KafkaError),
     /// The consumer could not be pointed at the log's beginning.
-    #[error("cannot assign the metadata log: {0}")]
+    #[error("cannot assign the metadata log: {}", crate::connection::client_error_text(.0))]
     Assign(KafkaError),
     /// A message written by another cluster's nodes (or by something else than Portcullis).
     #[error(

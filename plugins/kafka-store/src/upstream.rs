@@ -60,6 +60,9 @@ pub(crate) struct Upstream {
 #[derive(Debug)]
 pub struct UpstreamChange {
     remake: bool,
+    /// The user or password changed (also with a remake: a client that cannot be made again yet
+    /// takes them in place meanwhile).
+    credentials: bool,
     sasl: Option<SaslSettings>,
     tls: Option<TlsSettings>,
     tls_files: [u8; 32],
@@ -160,6 +163,7 @@ impl Upstream {
         }
         Ok(Some(UpstreamChange {
             remake,
+            credentials,
             sasl,
             tls,
             tls_files,
@@ -174,7 +178,8 @@ impl Upstream {
         login.tls_files = change.tls_files;
         if change.remake {
             self.clients.fetch_add(1, Ordering::AcqRel);
-        } else {
+        }
+        if change.credentials {
             self.credentials.fetch_add(1, Ordering::AcqRel);
         }
     }
@@ -225,7 +230,7 @@ fn try_client(connection: &KafkaConnection) -> Result<(), UpstreamError> {
         .set("bootstrap.servers", "")
         .create_with_context::<_, BaseProducer<StoreContext>>(StoreContext)
         .map(drop)
-        .map_err(|e| UpstreamError::Client(e.to_string()))
+        .map_err(|e| UpstreamError::Client(crate::connection::client_error_text(&e)))
 }
 
 #[cfg(test)]

@@ -92,7 +92,7 @@ impl TxnError {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WriterStartError {
     /// librdkafka refused the producer's configuration.
-    #[error("cannot create the writer's producer: {0}")]
+    #[error("cannot create the writer's producer: {}", crate::connection::client_error_text(.0))]
     CreateProducer(KafkaError),
     /// `init_transactions` failed: the transaction coordinator cannot be reached, or refuses the
     /// `transactional.id`.
