@@ -234,6 +234,13 @@ def _store_user(admin, user: str):
     return grants
 
 
+def _reauth_upstream(mechanism: str, user: str, password: str) -> dict:
+    """`[upstream]` on Kafka's REAUTH listener (5-s sessions) as `user`."""
+    from reauth_support import reauth_kafka_bootstrap
+    return {"bootstrap_servers": [reauth_kafka_bootstrap()], "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "username": user, "password": password}
+
+
 def _remove_store_user(admin, user: str, grants, mechanisms) -> None:
     from confluent_kafka.admin import AclBindingFilter, UserScramCredentialDeletion
     for f in admin.delete_acls([AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal,
@@ -257,7 +264,6 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
     re-authentications of every client — the store still writes and applies a mutation, which it
     could not with the old password (Kafka refuses it at each client's next re-authentication and
     reconnection)."""
-    from reauth_support import reauth_kafka_bootstrap
     from reload_support import wait_for
 
     admin = kafka_admin(kafka_env)
@@ -267,8 +273,7 @@ def test_with_the_kafka_store_a_rotated_upstream_password_reaches_the_stores_cli
     grants = _store_user(admin, user)
     store = None
     try:
-        upstream = {"bootstrap_servers": [reauth_kafka_bootstrap()], "security_protocol": "SASL_PLAINTEXT",
-                    "sasl_mechanism": "SCRAM-SHA-512", "username": user, "password": first}
+        upstream = _reauth_upstream("SCRAM-SHA-512", user, first)
         store = StoreNode(launcher, run_dir, unique, "reload-store-login", upstream)
         store.mutation_applies(unique("store-login-before"))
         # Rotation: Kafka first, then the node (a re-authentication in between fails once, and the
@@ -303,7 +308,6 @@ def test_with_the_kafka_store_a_new_upstream_mechanism_makes_the_stores_clients_
     reload moves it to SCRAM-SHA-512 and the SHA-256 credential is deleted on Kafka. Ten seconds
     later the store still writes and applies a mutation, which clients left with SCRAM-SHA-256
     could not (their re-authentication and reconnection are refused)."""
-    from reauth_support import reauth_kafka_bootstrap
     from reload_support import wait_for
 
     admin = kafka_admin(kafka_env)
@@ -313,8 +317,7 @@ def test_with_the_kafka_store_a_new_upstream_mechanism_makes_the_stores_clients_
     grants = _store_user(admin, user)
     store = None
     try:
-        upstream = {"bootstrap_servers": [reauth_kafka_bootstrap()], "security_protocol": "SASL_PLAINTEXT",
-                    "sasl_mechanism": "SCRAM-SHA-256", "username": user, "password": password}
+        upstream = _reauth_upstream("SCRAM-SHA-256", user, password)
         store = StoreNode(launcher, run_dir, unique, "reload-store-mechanism", upstream)
         store.mutation_applies(unique("store-mechanism-before"))
         terms = store.writer_terms()

@@ -114,6 +114,34 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A node's shared part before its threads start: an empty view (the replay fills it, and
+    /// keeps the live records for subscriptions made while the node starts), a follower.
+    pub(crate) fn new(settings: KafkaStoreSettings, topics: Topics) -> Self {
+        Self {
+            topics,
+            state: Mutex::new(State {
+                next_offset: 0,
+                live: HashMap::new(),
+                cache: Some(BTreeMap::new()),
+                subscribers: Vec::new(),
+                next_subscription: 0,
+                leader: None,
+                replayed: false,
+                failure: None,
+            }),
+            applied: Condvar::new(),
+            role: Mutex::new(RoleState::Follower),
+            stop: AtomicBool::new(false),
+            rejoin: AtomicBool::new(false),
+            config_fingerprint: Mutex::new(None),
+            upstream: Upstream::new(
+                settings.connection.sasl.clone(),
+                settings.connection.tls.clone(),
+            ),
+            settings,
+        }
+    }
+
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -279,26 +307,8 @@ mod tests {
             sasl: None,
             tls: None,
         };
-        Shared {
-            settings: KafkaStoreSettings::new(connection, "__log", "c1", 1, "127.0.0.1:9"),
-            topics: Topics::for_log("__log"),
-            state: Mutex::new(State {
-                next_offset: 0,
-                live: HashMap::new(),
-                cache: None,
-                subscribers: Vec::new(),
-                next_subscription: 0,
-                leader: None,
-                replayed: true,
-                failure: None,
-            }),
-            applied: Condvar::new(),
-            role: Mutex::new(RoleState::Follower),
-            stop: AtomicBool::new(false),
-            rejoin: AtomicBool::new(false),
-            config_fingerprint: Mutex::new(None),
-            upstream: Upstream::new(None, None),
-        }
+        let settings = KafkaStoreSettings::new(connection, "__log", "c1", 1, "127.0.0.1:9");
+        Shared::new(settings, Topics::for_log("__log"))
     }
 
     #[test]

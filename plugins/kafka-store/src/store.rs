@@ -18,9 +18,9 @@
 //! applied everything before its announcement before accepting writes, and it answers an append
 //! only once its view has applied it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,9 +32,9 @@ use portcullis::store::{
 use crate::codec;
 use crate::connection::{SaslSettings, TlsSettings};
 use crate::settings::KafkaStoreSettings;
-use crate::shared::{LeaderInfo, Role, RoleState, Shared, State};
+use crate::shared::{LeaderInfo, Role, RoleState, Shared};
 use crate::topics::{self, Topics};
-use crate::upstream::{Upstream, UpstreamChange, UpstreamError};
+use crate::upstream::{UpstreamChange, UpstreamError};
 use crate::writer::{TxnWriter, WriteError};
 
 /// Where the node is in the log.
@@ -129,29 +129,7 @@ impl KafkaMetadataStore {
         let topics = Topics::for_log(&settings.topic);
         topics::ensure(&settings.connection, &topics, settings.operation_timeout)
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let shared = Arc::new(Shared {
-            topics,
-            state: Mutex::new(State {
-                next_offset: 0,
-                live: HashMap::new(),
-                cache: Some(BTreeMap::new()),
-                subscribers: Vec::new(),
-                next_subscription: 0,
-                leader: None,
-                replayed: false,
-                failure: None,
-            }),
-            applied: Condvar::new(),
-            role: Mutex::new(RoleState::Follower),
-            stop: AtomicBool::new(false),
-            rejoin: AtomicBool::new(false),
-            config_fingerprint: Mutex::new(None),
-            upstream: Upstream::new(
-                settings.connection.sasl.clone(),
-                settings.connection.tls.clone(),
-            ),
-            settings,
-        });
+        let shared = Arc::new(Shared::new(settings, topics));
         let store = Self {
             shared: Arc::clone(&shared),
             threads: Mutex::new(Vec::new()),
