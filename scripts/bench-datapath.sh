@@ -9,18 +9,32 @@
 #   2. starts one Kafka 4.4 (scripts/lib/kafka.sh) and one Portcullis per authorizer setting, in
 #      front of Kafka's PLAINTEXT listener; the `acl` node gets prefixed ACLs for the client user
 #      through its own CreateAcls (the user is a super user on Kafka, as Portcullis' upstream is);
-#   3. fills one topic for the consume case (straight to Kafka), then for every round, every case
-#      and every target (the target order rotates each round) runs the case and reads the CPU
-#      time of the Kafka JVM and of the Portcullis under test from /proc/PID/stat, of the client
-#      tool (this shell's waited-for children), and how busy the whole machine was (/proc/stat);
+#   3. fills one topic for the consume case per --connections value (straight to Kafka), then for
+#      every round, every case and every target (the target order rotates each round) runs the
+#      case and reads the CPU time of the Kafka JVM and of the Portcullis under test from
+#      /proc/PID/stat, their context switches (summed over /proc/PID/task/*/status), the CPU time
+#      of the client tool (this shell's waited-for children), and how busy the whole machine was
+#      (/proc/stat);
 #   4. prints per case the ratio Portcullis ÷ Kafka (min / median / max over rounds), the added
-#      latency, the CPU seconds per GiB moved of each server and of the client, and the share of
-#      the machine's CPU in use; exits 1 if any run had an error.
+#      latency, the CPU seconds and the wake-ups per GiB moved of each server, the client's CPU
+#      seconds per GiB, and the share of the machine's CPU in use; exits 1 if any run had an error.
+#
+# Wake-ups: a thread's voluntary context switches (voluntary_ctxt_switches) count the times it
+# blocked (epoll_wait, a futex, a read with nothing to read) and so needed a wake-up to go on;
+# the report gives them per GiB moved, summed over every thread of the server process.
+# Involuntary switches (preemptions) are kept too. A thread that exits during a run takes its
+# counts with it (the kernel keeps them only for getrusage), so the sum misses short-lived
+# threads; the threads that move data (tokio's workers, Kafka's network and I/O threads) live as
+# long as the process.
 #
 # Cases (--cases, comma-separated; default all):
 #   consume   ConsumerPerformance, fresh group, reads --records records (fetch phase: fetch.MB.sec)
 #   produce   ProducerPerformance, --records records, for each --batch-sizes × --acks, into a fresh
 #             topic deleted afterwards
+#   Both run once per --connections value N; N > 1 runs DatapathTool consume-many / produce-many
+#   instead (N consumers in one group / N producers, each with its own connections, measured as
+#   Kafka's tools measure one; cases consume-c<N>, produce-b<batch>-acks<acks>-c<N>) on topics of
+#   max(--partitions, N) partitions, so that every consumer gets a partition.
 #   latency   DatapathTool latency: open loop, --latency-rate records/s for --latency-seconds
 #             (after --latency-warmup s), producer acks=--latency-acks, end-to-end p50/p99 in µs
 #   e2e       EndToEndLatency (closed loop, --e2e-records records, acks=1): its average in ms
@@ -33,6 +47,8 @@
 #   --batch-sizes LIST    producer batch.size values (default 16384,262144)
 #   --acks LIST           producer acks values (default 1,all)
 #   --partitions N        partitions of the produce and consume topics (default 1)
+#   --connections LIST    clients of the consume and produce cases, each with its own
+#                         connections (default 1); e.g. 1,50 measures both in the same rounds
 #   --latency-rate R      records/s of the latency probe (default 1000)
 #   --latency-seconds S   measured seconds of the latency probe (default 15)
 #   --latency-warmup S    unmeasured seconds before them (default 5)
@@ -74,6 +90,7 @@ rounds=3
 batch_sizes=16384,262144
 acks_list=1,all
 partitions=1
+connections=1
 latency_rate=1000
 latency_seconds=15
 latency_warmup=5
@@ -95,6 +112,7 @@ while (($#)); do
     --batch-sizes) batch_sizes=${2:?}; shift ;;
     --acks) acks_list=${2:?}; shift ;;
     --partitions) partitions=${2:?}; shift ;;
+    --connections) connections=${2:?}; shift ;;
     --latency-rate) latency_rate=${2:?}; shift ;;
     --latency-seconds) latency_seconds=${2:?}; shift ;;
     --latency-warmup) latency_warmup=${2:?}; shift ;;
@@ -116,6 +134,11 @@ for n in records record_size rounds partitions latency_rate latency_seconds e2e_
   [[ ${!n} =~ ^[1-9][0-9]*$ ]] || die "--${n//_/-} must be a positive integer"
 done
 [[ $latency_warmup =~ ^[0-9]+$ ]] || die "--latency-warmup must be a non-negative integer"
+IFS=, read -r -a conn_list <<<"$connections"
+((${#conn_list[@]})) || die "--connections must list at least one number"
+for n in "${conn_list[@]}"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "--connections must be a comma-separated list of positive integers"
+done
 case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
 case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
 want_case() { [[ ",$cases," == *",$1,"* ]]; }
@@ -290,7 +313,7 @@ machine_info() {
   echo "java:      $(java -version 2>&1 | head -n1)"
   echo "kafka:     $KAFKA_VERSION (KRaft, single node, num.network.threads=2, num.io.threads=4, heap ${KAFKA_HEAP_OPTS})"
   echo "loadavg:   $(loadavg) (1/5/15 min, before the first run)"
-  echo "workload:  $records × $record_size B per produce/consume run, $partitions partition(s), batch.size {$batch_sizes} × acks {$acks_list}; latency probe $latency_rate/s for ${latency_seconds}s (+${latency_warmup}s warm-up, acks=$latency_acks); EndToEndLatency $e2e_records records"
+  echo "workload:  $records × $record_size B per produce/consume run, $partitions partition(s), batch.size {$batch_sizes} × acks {$acks_list}, client connections {$connections} (N > 1: max(partitions, N) partitions); latency probe $latency_rate/s for ${latency_seconds}s (+${latency_warmup}s warm-up, acks=$latency_acks); EndToEndLatency $e2e_records records"
   echo "rounds:    $rounds (target order rotates each round); targets: ${targets[*]}"
   if ((telemetry)); then
     echo "telemetry: otel-* nodes export every span (ratio 1.0) and their metrics over OTLP/HTTP to $(basename "$(dirname "$(dirname "$jaeger_bin")")") on loopback; the others have no [telemetry]"
@@ -323,9 +346,22 @@ profile_stop() {
   PROFILER_PID=
 }
 
+# ctxt_switches PID: "VOLUNTARY INVOLUNTARY" context switches summed over the threads of PID.
+# Threads come and go: grep skips a task that vanished between the glob and its read.
+ctxt_switches() {
+  local key value vol=0 invol=0
+  while read -r key value; do
+    case $key in
+      voluntary_ctxt_switches:) vol=$((vol + value)) ;;
+      nonvoluntary_ctxt_switches:) invol=$((invol + value)) ;;
+    esac
+  done < <(grep -h -E '^(non)?voluntary_ctxt_switches:' /proc/"$1"/task/*/status 2>/dev/null || true)
+  echo "$vol $invol"
+}
+
 # run_case CASE TARGET ROUND COMMAND...: runs COMMAND (output in logs/), records its exit code,
-# the CPU both servers spent and the load average, and parses the tool's output into
-# results/CASE-TARGET-ROUND.json.
+# the CPU both servers spent, their context switches and the load average, and parses the tool's
+# output into results/CASE-TARGET-ROUND.json.
 run_case() {
   local case=$1 target=$2 round=$3
   shift 3
@@ -336,7 +372,10 @@ run_case() {
   profile_start "$target" "$name"
   k0=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka is gone"
   [[ -n $pid ]] && { p0=$(cpu_ticks "$pid") || die "Portcullis ($target) is gone"; }
-  local c0 c1 m0 m1
+  local c0 c1 m0 m1 kw0 kw1 pw0=(0 0) pw1=(0 0)
+  # Outside c0..c1: the readers are this shell's children too, and would count as client CPU.
+  read -r -a kw0 <<<"$(ctxt_switches "$KAFKA_JAVA_PID")"
+  [[ -n $pid ]] && read -r -a pw0 <<<"$(ctxt_switches "$pid")"
   read -r -a m0 <<<"$(machine_ticks)"
   c0=$(children_cpu_ticks)
   local t0=$EPOCHREALTIME
@@ -344,6 +383,8 @@ run_case() {
   local t1=$EPOCHREALTIME
   c1=$(children_cpu_ticks)
   read -r -a m1 <<<"$(machine_ticks)"
+  read -r -a kw1 <<<"$(ctxt_switches "$KAFKA_JAVA_PID")"
+  [[ -n $pid ]] && read -r -a pw1 <<<"$(ctxt_switches "$pid")"
   k1=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka died during $name"
   [[ -n $pid ]] && { p1=$(cpu_ticks "$pid") || die "Portcullis ($target) died during $name"; }
   profile_stop
@@ -352,6 +393,8 @@ run_case() {
     --kafka-cpu-ticks $((k1 - k0)) --portcullis-cpu-ticks $((p1 - p0)) --hz "$(getconf CLK_TCK)" \
     --client-cpu-ticks $((c1 - c0)) --machine-busy-ticks $((m1[0] - m0[0])) \
     --machine-idle-ticks $((m1[1] - m0[1])) --machine-steal-ticks $((m1[2] - m0[2])) \
+    --kafka-voluntary $((kw1[0] - kw0[0])) --kafka-involuntary $((kw1[1] - kw0[1])) \
+    --portcullis-voluntary $((pw1[0] - pw0[0])) --portcullis-involuntary $((pw1[1] - pw0[1])) \
     --wall "$(python3 -c "print($t1 - $t0)")" --records "$records" --record-size "$record_size" \
     --load-before "$load_before" --load-after "$(loadavg)" >"$RUN_DIR/results/$name.json" ||
     log "warning: $name: could not parse the tool's output (counted as an error)"
@@ -361,17 +404,24 @@ perf_tool() { "${JAVA_TOOL[@]}" -cp "$KAFKA_LIB/*" "org.apache.kafka.tools.$1" "
 
 IFS=, read -r -a batch_list <<<"$batch_sizes"
 IFS=, read -r -a acks_values <<<"$acks_list"
-CONSUME_TOPIC=dp-consume
+# With N > 1 clients: the consume case's own topic, and partitions enough for N consumers.
+consume_topic() { if (($1 == 1)); then echo dp-consume; else echo "dp-consume-c$1"; fi; }
+many_partitions() { echo $(($1 > partitions ? $1 : partitions)); }
 LATENCY_TOPIC=dp-latency
 E2E_TOPIC=dp-e2e
 if want_case consume; then
-  log "=== filling $CONSUME_TOPIC with $records records (straight to Kafka)"
-  topic_create "$CONSUME_TOPIC" "$partitions"
-  perf_tool ProducerPerformance --topic "$CONSUME_TOPIC" --num-records "$records" \
-    --record-size "$record_size" --throughput -1 --bootstrap-server "$KAFKA_BOOTSTRAP" \
-    --command-config "$PLAIN_CONFIG" --command-property acks=1 batch.size=262144 linger.ms=20 \
-    >"$RUN_DIR/logs/fill.out" 2>"$RUN_DIR/logs/fill.err" ||
-    { cat "$RUN_DIR/logs/fill.err" >&2; die "filling $CONSUME_TOPIC failed"; }
+  for conns in "${conn_list[@]}"; do
+    topic=$(consume_topic "$conns")
+    fill_log=fill
+    ((conns == 1)) || fill_log=fill-c$conns
+    log "=== filling $topic with $records records (straight to Kafka)"
+    topic_create "$topic" "$(many_partitions "$conns")"
+    perf_tool ProducerPerformance --topic "$topic" --num-records "$records" \
+      --record-size "$record_size" --throughput -1 --bootstrap-server "$KAFKA_BOOTSTRAP" \
+      --command-config "$PLAIN_CONFIG" --command-property acks=1 batch.size=262144 linger.ms=20 \
+      >"$RUN_DIR/logs/$fill_log.out" 2>"$RUN_DIR/logs/$fill_log.err" ||
+      { cat "$RUN_DIR/logs/$fill_log.err" >&2; die "filling $topic failed"; }
+  done
 fi
 want_case latency && topic_create "$LATENCY_TOPIC" 1
 want_case e2e && topic_create "$E2E_TOPIC" 1
@@ -383,25 +433,43 @@ for ((round = 1; round <= rounds; round++)); do
     order+=("${targets[$(((i + round - 1) % ${#targets[@]}))]}")
   done
   if want_case consume; then
-    for target in "${order[@]}"; do
-      run_case consume "$target" "$round" perf_tool ConsumerPerformance \
-        --bootstrap-server "${BOOTSTRAPS[$target]}" --command-config "$CLIENT_CONFIG" \
-        --topic "$CONSUME_TOPIC" --num-records "$records" --group "dp-c-$target-$round-$$" \
-        --timeout 30000
+    for conns in "${conn_list[@]}"; do
+      for target in "${order[@]}"; do
+        if ((conns == 1)); then
+          run_case consume "$target" "$round" perf_tool ConsumerPerformance \
+            --bootstrap-server "${BOOTSTRAPS[$target]}" --command-config "$CLIENT_CONFIG" \
+            --topic dp-consume --num-records "$records" --group "dp-c-$target-$round-$$" \
+            --timeout 30000
+        else
+          run_case "consume-c$conns" "$target" "$round" tool consume-many \
+            "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" "$(consume_topic "$conns")" "$conns" \
+            "$records" "dp-c$conns-$target-$round-$$" 30000
+        fi
+      done
     done
   fi
   if want_case produce; then
     for batch in "${batch_list[@]}"; do
       for acks in "${acks_values[@]}"; do
-        for target in "${order[@]}"; do
-          topic="dp-p-$batch-$acks-$target-$round"
-          topic_create "$topic" "$partitions"
-          run_case "produce-b$batch-acks$acks" "$target" "$round" perf_tool ProducerPerformance \
-            --topic "$topic" --num-records "$records" --record-size "$record_size" \
-            --throughput -1 --bootstrap-server "${BOOTSTRAPS[$target]}" \
-            --command-config "$CLIENT_CONFIG" --command-property "acks=$acks" "batch.size=$batch"
-          # Keep the disk bounded: each run writes records × record size.
-          topic_delete "$topic"
+        for conns in "${conn_list[@]}"; do
+          for target in "${order[@]}"; do
+            if ((conns == 1)); then
+              topic="dp-p-$batch-$acks-$target-$round"
+              topic_create "$topic" "$partitions"
+              run_case "produce-b$batch-acks$acks" "$target" "$round" perf_tool ProducerPerformance \
+                --topic "$topic" --num-records "$records" --record-size "$record_size" \
+                --throughput -1 --bootstrap-server "${BOOTSTRAPS[$target]}" \
+                --command-config "$CLIENT_CONFIG" --command-property "acks=$acks" "batch.size=$batch"
+            else
+              topic="dp-p-$batch-$acks-c$conns-$target-$round"
+              topic_create "$topic" "$(many_partitions "$conns")"
+              run_case "produce-b$batch-acks$acks-c$conns" "$target" "$round" tool produce-many \
+                "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" "$topic" "$conns" "$records" \
+                "$record_size" "$batch" "$acks"
+            fi
+            # Keep the disk bounded: each run writes records × record size.
+            topic_delete "$topic"
+          done
         done
       done
     done

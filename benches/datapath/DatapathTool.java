@@ -4,12 +4,19 @@ import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Properties;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
@@ -17,11 +24,14 @@ import org.HdrHistogram.Histogram;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
@@ -44,6 +54,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   topic-delete BOOTSTRAP CONFIG NAME...
  *   acls         BOOTSTRAP CONFIG PRINCIPAL TOPIC_PREFIX GROUP_PREFIX...
  *   latency      BOOTSTRAP CONFIG TOPIC RATE SECONDS WARMUP_SECONDS RECORD_SIZE ACKS
+ *   produce-many BOOTSTRAP CONFIG TOPIC CLIENTS RECORDS RECORD_SIZE BATCH_SIZE ACKS
+ *   consume-many BOOTSTRAP CONFIG TOPIC CLIENTS RECORDS GROUP TIMEOUT_MS
  * </pre>
  *
  * <p>{@code latency} is an open-loop probe: a producer sends RATE records per second (on a fixed
@@ -52,6 +64,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * end-to-end latency is measured in microseconds, which EndToEndLatency (closed loop, whole
  * milliseconds in its percentiles) cannot show. Prints one JSON object; exits 1 if a send failed
  * or a record never arrived.
+ *
+ * <p>{@code produce-many} and {@code consume-many} are ProducerPerformance and
+ * ConsumerPerformance with CLIENTS clients, each its own KafkaProducer / KafkaConsumer (so its
+ * own connections) on its own thread, measured the way those tools measure one client. Each
+ * prints one JSON object; exits 1 on a send error or when fewer records than asked arrived.
  */
 public final class DatapathTool {
     private DatapathTool() {}
@@ -68,12 +85,16 @@ public final class DatapathTool {
             case "latency" -> System.exit(latency(props, args[3], Integer.parseInt(args[4]),
                     Integer.parseInt(args[5]), Integer.parseInt(args[6]), Integer.parseInt(args[7]),
                     args[8]));
+            case "produce-many" -> System.exit(produceMany(props, args[3], Integer.parseInt(args[4]),
+                    Long.parseLong(args[5]), Integer.parseInt(args[6]), Integer.parseInt(args[7]), args[8]));
+            case "consume-many" -> System.exit(consumeMany(props, args[3], Integer.parseInt(args[4]),
+                    Long.parseLong(args[5]), args[6], Long.parseLong(args[7])));
             default -> usage();
         }
     }
 
     private static void usage() {
-        System.err.println("usage: DatapathTool topic-create|topic-delete|acls|latency BOOTSTRAP CONFIG ...");
+        System.err.println("usage: DatapathTool topic-create|topic-delete|acls|latency|produce-many|consume-many BOOTSTRAP CONFIG ...");
         System.exit(2);
     }
 
@@ -232,6 +253,230 @@ public final class DatapathTool {
                 e2e.getMean() / 1e3, us(ack, 50), us(ack, 99), ack.getMaxValue() / 1e3, ok,
                 firstError == null ? "" : ",\"error\":\"" + firstError.replace("\"", "'") + "\""));
         return ok ? 0 : 1;
+    }
+
+    /**
+     * CLIENTS producers send RECORDS records of RECORD_SIZE bytes between them (split as evenly
+     * as possible), as fast as they can, as ProducerPerformance does with one: the same payload
+     * (random letters, regenerated per record, so the client's CPU per record is comparable), no
+     * key, linger.ms left at the client's default. Seconds run from the first send of any client
+     * to the last acknowledgement; MB is 1024 × 1024 bytes of record values, as in
+     * ProducerPerformance.
+     */
+    private static int produceMany(Properties base, String topic, int clients, long records, int recordSize,
+            int batchSize, String acks) throws Exception {
+        // Each producer gets its own buffer pool (on the heap of this one JVM, -Xmx512m): the
+        // default 32 MiB each would be 1.6 GiB for 50 clients. Together they get at most 128 MiB,
+        // each at least 4 batches and at most the default; a client's share of the throughput
+        // is 1/CLIENTS, so a smaller pool does not hold it back.
+        long bufferMemory = Math.min(32L << 20, Math.max(4L * batchSize, (128L << 20) / clients));
+        List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            Properties pp = new Properties();
+            pp.putAll(base);
+            pp.put(ProducerConfig.ACKS_CONFIG, acks);
+            pp.put(ProducerConfig.BATCH_SIZE_CONFIG, Integer.toString(batchSize));
+            pp.put(ProducerConfig.BUFFER_MEMORY_CONFIG, Long.toString(bufferMemory));
+            // Distinct ids: one id twice makes the client's JMX registration fail (a WARN with an
+            // exception, which the benchmark counts as an error).
+            pp.put(ProducerConfig.CLIENT_ID_CONFIG, "perf-producer-client-" + i);
+            pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            producers.add(new KafkaProducer<>(pp));
+        }
+        AtomicLong acked = new AtomicLong();
+        AtomicLong errors = new AtomicLong();
+        AtomicLong firstSend = new AtomicLong(Long.MAX_VALUE);
+        AtomicLong lastAck = new AtomicLong(Long.MIN_VALUE);
+        CountDownLatch go = new CountDownLatch(1);
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            KafkaProducer<byte[], byte[]> producer = producers.get(i);
+            long share = records / clients + (i < records % clients ? 1 : 0);
+            Thread t = new Thread(() -> {
+                SplittableRandom random = new SplittableRandom(0);
+                byte[] payload = new byte[recordSize];
+                try {
+                    go.await();
+                    firstSend.accumulateAndGet(System.nanoTime(), Math::min);
+                    for (long n = 0; n < share; n++) {
+                        // send() copies the value into a batch before it returns, so the
+                        // array can be refilled for the next record (as ProducerPerformance does).
+                        for (int j = 0; j < payload.length; j++) {
+                            payload[j] = (byte) (random.nextInt(26) + 65);
+                        }
+                        producer.send(new ProducerRecord<>(topic, payload), (md, ex) -> {
+                            if (ex == null) {
+                                acked.incrementAndGet();
+                                lastAck.accumulateAndGet(System.nanoTime(), Math::max);
+                            } else if (errors.getAndIncrement() == 0) {
+                                System.err.println("send failed: " + ex);
+                            }
+                        });
+                    }
+                } catch (Exception e) {
+                    errors.incrementAndGet();
+                    System.err.println("producer thread failed: " + e);
+                } finally {
+                    producer.close(); // sends what is left and waits for its acknowledgements
+                }
+            }, "producer-" + i);
+            threads.add(t);
+            t.start();
+        }
+        go.countDown();
+        for (Thread t : threads) {
+            t.join();
+        }
+        long n = acked.get();
+        double seconds = n > 0 ? (lastAck.get() - firstSend.get()) / 1e9 : 0;
+        System.out.println(String.format(Locale.ROOT,
+                "{\"records\":%d,\"errors\":%d,\"seconds\":%.4f,\"mb_per_s\":%.4f,\"msg_per_s\":%.1f,"
+                        + "\"clients\":%d,\"buffer_memory\":%d}",
+                n, errors.get(), seconds, rate((double) n * recordSize / (1024 * 1024), seconds),
+                rate(n, seconds), clients, bufferMemory));
+        return errors.get() == 0 && n == records ? 0 : 1;
+    }
+
+    /**
+     * CLIENTS consumers in group GROUP read TOPIC from the earliest offset until RECORDS records
+     * arrived between them, with ConsumerPerformance's consumer settings. As ConsumerPerformance
+     * separates the group join (rebalance.time.ms) from the fetch phase (fetch.MB.sec), so does
+     * this: every consumer pauses the partitions it is given until each of them holds at least
+     * one and together they hold all (the group is stable; with the classic protocol and
+     * group.initial.rebalance.delay.ms=0 the members join one after another and the group
+     * rebalances several times before). Then all resume; the fetch phase runs from the first
+     * record any of them receives to the moment the total reaches RECORDS. MB counts key + value
+     * bytes in units of 1024 × 1024, as fetch.MB.sec does. TIMEOUT_MS without progress (the group
+     * settling, or a record arriving) ends the run with an error.
+     */
+    private static int consumeMany(Properties base, String topic, int clients, long records, String group,
+            long timeoutMs) throws Exception {
+        List<KafkaConsumer<byte[], byte[]>> consumers = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            Properties cp = new Properties();
+            cp.putAll(base);
+            cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            cp.put(ConsumerConfig.RECEIVE_BUFFER_CONFIG, Integer.toString(2 * 1024 * 1024));
+            cp.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, Integer.toString(1024 * 1024));
+            cp.put(ConsumerConfig.CHECK_CRCS_CONFIG, "false");
+            cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "perf-consumer-client-" + i);
+            cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            consumers.add(new KafkaConsumer<>(cp));
+        }
+        List<PartitionInfo> infos = consumers.get(0).partitionsFor(topic, Duration.ofSeconds(30));
+        int partitions = infos == null ? 0 : infos.size();
+        if (partitions < clients) {
+            System.err.println("ERROR: " + topic + " has " + partitions + " partitions, fewer than " + clients
+                    + " consumers");
+            consumers.forEach(KafkaConsumer::close);
+            return 1;
+        }
+        long start = System.nanoTime();
+        AtomicIntegerArray held = new AtomicIntegerArray(clients);
+        AtomicBoolean ready = new AtomicBoolean();
+        AtomicBoolean failed = new AtomicBoolean();
+        AtomicLong readyAt = new AtomicLong();
+        AtomicLong total = new AtomicLong();
+        AtomicLong bytes = new AtomicLong();
+        AtomicLong firstRecord = new AtomicLong(Long.MAX_VALUE);
+        AtomicLong reachedAt = new AtomicLong();
+        AtomicLong lastProgress = new AtomicLong(start);
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            KafkaConsumer<byte[], byte[]> consumer = consumers.get(i);
+            int me = i;
+            Thread t = new Thread(() -> {
+                Set<TopicPartition> owned = new HashSet<>();
+                // Runs inside poll() on this thread, so it may pause this consumer's partitions.
+                ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                        owned.removeAll(parts);
+                        held.set(me, owned.size());
+                    }
+
+                    @Override
+                    public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                        owned.addAll(parts);
+                        held.set(me, owned.size());
+                        // A new generation of the group is progress too: 50 members may take
+                        // several rebalances to settle.
+                        lastProgress.accumulateAndGet(System.nanoTime(), Math::max);
+                        if (ready.get()) {
+                            return;
+                        }
+                        consumer.pause(parts);
+                        int sum = 0;
+                        for (int c = 0; c < clients; c++) {
+                            if (held.get(c) == 0) {
+                                return;
+                            }
+                            sum += held.get(c);
+                        }
+                        if (sum == partitions && ready.compareAndSet(false, true)) {
+                            readyAt.set(System.nanoTime());
+                        }
+                    }
+                };
+                boolean resumed = false;
+                try {
+                    consumer.subscribe(List.of(topic), listener);
+                    while (total.get() < records && !failed.get()) {
+                        ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                        long now = System.nanoTime();
+                        if (!resumed && ready.get()) {
+                            consumer.resume(consumer.paused());
+                            resumed = true;
+                        }
+                        if (!batch.isEmpty()) {
+                            firstRecord.accumulateAndGet(now, Math::min);
+                            lastProgress.accumulateAndGet(now, Math::max);
+                            long b = 0;
+                            for (ConsumerRecord<byte[], byte[]> r : batch) {
+                                b += (r.key() == null ? 0 : r.key().length) + (r.value() == null ? 0 : r.value().length);
+                            }
+                            bytes.addAndGet(b);
+                            long before = total.getAndAdd(batch.count());
+                            if (before < records && before + batch.count() >= records) {
+                                reachedAt.set(now);
+                            }
+                        } else if (now - lastProgress.get() > TimeUnit.MILLISECONDS.toNanos(timeoutMs)) {
+                            if (failed.compareAndSet(false, true)) {
+                                System.err.println("ERROR: no progress for " + timeoutMs + " ms ("
+                                        + (ready.get() ? "fetching" : "waiting for the group to settle") + ")");
+                            }
+                        }
+                    }
+                } catch (Exception e) {
+                    failed.set(true);
+                    System.err.println("consumer thread failed: " + e);
+                } finally {
+                    consumer.close();
+                }
+            }, "consumer-" + i);
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        long n = total.get();
+        double seconds = n >= records ? (reachedAt.get() - firstRecord.get()) / 1e9 : 0;
+        long rebalanceMs = ready.get() ? TimeUnit.NANOSECONDS.toMillis(readyAt.get() - start) : -1;
+        System.out.println(String.format(Locale.ROOT,
+                "{\"records\":%d,\"seconds\":%.4f,\"mb_per_s\":%.4f,\"msg_per_s\":%.1f,\"rebalance_ms\":%d,"
+                        + "\"clients\":%d,\"partitions\":%d}",
+                n, seconds, rate(bytes.get() / (1024.0 * 1024), seconds), rate(n, seconds), rebalanceMs, clients,
+                partitions));
+        return n >= records && !failed.get() ? 0 : 1;
+    }
+
+    /** amount / seconds, 0 when no time passed (JSON has no Infinity). */
+    private static double rate(double amount, double seconds) {
+        return seconds > 0 ? amount / seconds : 0;
     }
 
     private static double us(Histogram h, double percentile) {

@@ -8,6 +8,10 @@
 A run has an error when the tool exited non-zero, printed an ERROR log line or an exception,
 had a request time out (the network client's INFO line), moved fewer records than asked, or
 (latency probe) lost or failed a record.
+
+Throughput cases: `consume` and `produce-b<batch>-acks<acks>` (Kafka's ConsumerPerformance and
+ProducerPerformance, one client) and the same with a suffix `-c<N>` (DatapathTool consume-many /
+produce-many, N clients, each with its own connections).
 """
 
 import argparse
@@ -21,6 +25,19 @@ import sys
 GIB = 1 << 30
 # The Kafka side: the SASL listener straight; every other target is a Portcullis node.
 REFERENCE = "kafka"
+# A throughput case and its number of client connections: consume, consume-c4,
+# produce-b16384-acks1, produce-b16384-acks1-c50.
+THROUGHPUT = re.compile(r"^(consume|produce-b\d+-acks-?\w+)(?:-c(\d+))?$")
+
+
+def is_throughput(case):
+    return THROUGHPUT.match(case) is not None
+
+
+def case_order(case):
+    """Cases sorted by name, the -c<N> variants after the one-client case in increasing N."""
+    m = THROUGHPUT.match(case)
+    return (m.group(1), int(m.group(2) or 1)) if m else (case, 0)
 
 
 def error_lines(text):
@@ -75,6 +92,23 @@ def parse_produce(out, records):
     return metrics, errors
 
 
+def parse_many(out, records):
+    """DatapathTool produce-many / consume-many: one JSON line."""
+    line = next((l for l in out.splitlines() if l.startswith("{")), None)
+    if line is None:
+        raise ValueError("no produce-many / consume-many JSON")
+    r = json.loads(line)
+    metrics = {k: r[k] for k in ("mb_per_s", "msg_per_s", "records", "seconds") if k in r}
+    if "rebalance_ms" in r:
+        metrics["rebalance_ms"] = r["rebalance_ms"]
+    errors = []
+    if r.get("errors"):
+        errors.append(f"{r['errors']} send errors")
+    if r["records"] != records:
+        errors.append(f"moved {r['records']} of {records} records")
+    return metrics, errors
+
+
 def parse_latency(out):
     line = next((l for l in out.splitlines() if l.startswith("{")), None)
     if line is None:
@@ -122,7 +156,10 @@ def cmd_parse(a):
     errors += error_lines(out + "\n" + err)[:5]
     metrics = {}
     try:
-        if a.case == "consume":
+        many = THROUGHPUT.match(a.case)
+        if many and many.group(2):
+            metrics, e = parse_many(out, a.records)
+        elif a.case == "consume":
             metrics, e = parse_consume(out, a.records)
         elif a.case.startswith("produce"):
             metrics, e = parse_produce(out, a.records)
@@ -135,7 +172,7 @@ def cmd_parse(a):
         errors += e
     except (ValueError, KeyError, IndexError) as e:
         errors.append(f"cannot parse the output: {e}")
-    moved = a.records * a.record_size if a.case == "consume" or a.case.startswith("produce") else 0
+    moved = a.records * a.record_size if is_throughput(a.case) else 0
     result = {
         "case": a.case,
         "target": a.target,
@@ -145,6 +182,11 @@ def cmd_parse(a):
         "kafka_cpu_s": a.kafka_cpu_ticks / a.hz,
         "portcullis_cpu_s": a.portcullis_cpu_ticks / a.hz,
         "client_cpu_s": a.client_cpu_ticks / a.hz,
+        # Context switches summed over the process' threads (see the report's wake-ups/GiB).
+        "portcullis_voluntary_switches": a.portcullis_voluntary,
+        "portcullis_involuntary_switches": a.portcullis_involuntary,
+        "kafka_voluntary_switches": a.kafka_voluntary,
+        "kafka_involuntary_switches": a.kafka_involuntary,
         "machine_busy_pct": percent(a.machine_busy_ticks, a),
         "machine_steal_pct": percent(a.machine_steal_ticks, a),
         "bytes_moved": moved,
@@ -227,16 +269,20 @@ def cmd_report(a):
     def ok(r):
         return r is not None and not r["errors"] and r["metrics"]
 
-    throughput = sorted(c for c in by if c == "consume" or c.startswith("produce"))
+    throughput = sorted((c for c in by if is_throughput(c)), key=case_order)
     if throughput:
         print("## Throughput: Portcullis ÷ Kafka, same run\n")
         print("Ratios are per round (the target's MB/s over Kafka's in the same round), shown as "
               "min / median / max. CPU is seconds per GiB of record payload moved, median over rounds; "
               "\"Kafka CPU\" is the broker JVM during that target's run, \"client CPU\" the tool's JVM; "
               "\"machine busy\" is the share of all the machine's CPU time in use during the run "
-              "(100 % = every core busy), median over rounds.\n")
-        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | client CPU s/GiB | machine busy | load (1 min) |")
-        print("|---|---|---:|---|---:|---:|---:|---:|---|")
+              "(100 % = every core busy), median over rounds. Wake-ups/GiB are the voluntary context "
+              "switches of all the server's threads during the run (a thread that blocks, e.g. in "
+              "epoll_wait or on a futex, and needs a wake-up to go on) per GiB moved, median over "
+              "rounds; involuntary switches (preemptions) are in \"Every run\". Cases with a suffix "
+              "-c<N> run N clients, each with its own connections.\n")
+        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | client CPU s/GiB | Kafka wake-ups/GiB | Portcullis wake-ups/GiB | machine busy | load (1 min) |")
+        print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
         for case in throughput:
             ref = by[case].get(REFERENCE, {})
             for target in targets:
@@ -251,10 +297,13 @@ def cmd_report(a):
                 kcpu = [r["kafka_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pcpu = [r["portcullis_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 ccpu = [r.get("client_cpu_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                kwake = [r.get("kafka_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                pwake = [r.get("portcullis_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 busy = [r.get("machine_busy_pct", 0) for r in good]
                 print(f"| {case} | {target} | {med(mbps, '{:.1f}')} | "
                       f"{'—' if target == REFERENCE else spread(ratios)} | {med(kcpu)} | "
-                      f"{'—' if target == REFERENCE else med(pcpu)} | {med(ccpu)} | "
+                      f"{'—' if target == REFERENCE else med(pcpu)} | {med(ccpu)} | {med(kwake, '{:,.0f}')} | "
+                      f"{'—' if target == REFERENCE else med(pwake, '{:,.0f}')} | "
                       f"{med(busy, '{:.0f} %')} | {load_range(list(runs.values()))} |")
         print()
         telemetry_ab(by, throughput, targets, ok)
@@ -298,9 +347,9 @@ def cmd_report(a):
         print()
 
     print("## Every run\n")
-    print("| case | round | target | result | Kafka CPU s | Portcullis CPU s | client CPU s | machine busy / steal | wall s | load before |")
-    print("|---|---:|---|---|---:|---:|---:|---|---:|---|")
-    for r in sorted(rows, key=lambda r: (r["case"], r["round"], r["target"])):
+    print("| case | round | target | result | Kafka CPU s | Portcullis CPU s | client CPU s | Kafka switches vol / invol | Portcullis switches vol / invol | machine busy / steal | wall s | load before |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|---|")
+    for r in sorted(rows, key=lambda r: (case_order(r["case"]), r["round"], r["target"])):
         m = r["metrics"]
         if r["case"] == "latency" and m:
             res = f"p50 {m['p50_us']:.0f} µs, p99 {m['p99_us']:.0f} µs"
@@ -314,6 +363,8 @@ def cmd_report(a):
             res += " **ERROR**"
         print(f"| {r['case']} | {r['round']} | {r['target']} | {res} | {r['kafka_cpu_s']:.2f} | "
               f"{r['portcullis_cpu_s']:.2f} | {r.get('client_cpu_s', 0):.2f} | "
+              f"{r.get('kafka_voluntary_switches', 0):,} / {r.get('kafka_involuntary_switches', 0):,} | "
+              f"{r.get('portcullis_voluntary_switches', 0):,} / {r.get('portcullis_involuntary_switches', 0):,} | "
               f"{r.get('machine_busy_pct', 0):.0f} % / {r.get('machine_steal_pct', 0):.0f} % | "
               f"{r['wall_s']:.1f} | {r['load_before']} |")
     print()
@@ -327,8 +378,9 @@ def cmd_report(a):
 
 def cmd_check(a):
     bad = [r for r in load(a.run) if r["errors"]]
-    expected = len(glob.glob(os.path.join(a.run, "logs", "*.out"))) - (
-        1 if os.path.exists(os.path.join(a.run, "logs", "fill.out")) else 0)
+    # Every run's output but the topic fills' (fill.out, fill-c<N>.out), which have no result.
+    expected = len([f for f in glob.glob(os.path.join(a.run, "logs", "*.out"))
+                    if not os.path.basename(f).startswith("fill")])
     if len(load(a.run)) != expected:
         print(f"{expected - len(load(a.run))} run(s) without a result", file=sys.stderr)
         return 1
@@ -352,6 +404,10 @@ def main():
     s.add_argument("--machine-busy-ticks", type=int, default=0)
     s.add_argument("--machine-idle-ticks", type=int, default=0)
     s.add_argument("--machine-steal-ticks", type=int, default=0)
+    s.add_argument("--portcullis-voluntary", type=int, default=0)
+    s.add_argument("--portcullis-involuntary", type=int, default=0)
+    s.add_argument("--kafka-voluntary", type=int, default=0)
+    s.add_argument("--kafka-involuntary", type=int, default=0)
     s.add_argument("--wall", type=float, required=True)
     s.add_argument("--records", type=int, required=True)
     s.add_argument("--record-size", type=int, required=True)
