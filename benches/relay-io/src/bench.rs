@@ -36,7 +36,7 @@ pub struct BenchArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "tokio-mt,tokio-ct,uring"
+        default_value = "tokio-mt,tokio-ct,uring,splice"
     )]
     modes: Vec<Mode>,
     /// consume: 64-byte requests, large responses (a Fetch); produce: large requests, 64-byte

@@ -1,11 +1,13 @@
 //! `relay-io`: a side-by-side benchmark of an L4 byte relay on tokio (epoll readiness) and on
 //! tokio-uring (io_uring completions), for issue 24: adopt io_uring in Portcullis' data path only
-//! if it wins on the kernel it runs on.
+//! if it wins on the kernel it runs on. A `splice(2)` mode on tokio shows what removing the
+//! relay's copies through user space is worth.
 //!
-//! - `relay-io relay --mode tokio-mt|tokio-ct|uring --listen ADDR --upstream ADDR` is the relay
-//!   under test: per accepted connection it connects to the upstream and copies bytes both ways,
-//!   one task per direction, reading up to 256 KiB and writing what was read (the shape of
-//!   Portcullis' request and response sides, without the Kafka parsing).
+//! - `relay-io relay --mode tokio-mt|tokio-ct|uring|splice --listen ADDR --upstream ADDR` is the
+//!   relay under test: per accepted connection it connects to the upstream and copies bytes both
+//!   ways, one task per direction, reading up to 256 KiB and writing what was read (the shape of
+//!   Portcullis' request and response sides, without the Kafka parsing); `splice` moves them
+//!   socket → pipe → socket with splice(2) instead, without copying them through user space.
 //! - `relay-io bench` is the harness: a synthetic broker and the consumers run in its process,
 //!   each relay in a child process of its own, so the relay's CPU time and context switches can
 //!   be read from /proc alone. Every run is compared with the consumers talking to the broker
@@ -34,6 +36,9 @@ pub enum Mode {
     TokioCt,
     /// tokio-uring: io_uring completions with owned buffers, on one thread.
     Uring,
+    /// tokio multi-thread like tokio-mt, the bytes moved with splice(2) through a pipe per
+    /// direction: no copy through user space.
+    Splice,
 }
 
 impl Mode {
@@ -43,6 +48,7 @@ impl Mode {
             Mode::TokioMt => "tokio-mt",
             Mode::TokioCt => "tokio-ct",
             Mode::Uring => "uring",
+            Mode::Splice => "splice",
         }
     }
 }

@@ -44,7 +44,7 @@ pub struct Run {
 /// The crate versions the relays were built with, read from the workspace's Cargo.lock at
 /// compile time (include_str! rebuilds this crate when the lock file changes).
 const CARGO_LOCK: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.lock"));
-const REPORTED_CRATES: [&str; 3] = ["tokio", "tokio-uring", "io-uring"];
+const REPORTED_CRATES: [&str; 4] = ["tokio", "tokio-uring", "io-uring", "rustix"];
 
 /// `name version` for each reported crate (every version, if the lock file holds several).
 fn crate_versions(lock: &str) -> Vec<String> {

@@ -3,11 +3,13 @@
 //!
 //! Each mode keeps the shape of Portcullis' data path: one task per direction (its request and
 //! response sides), each reading up to [`READ_BYTES`] and writing what it read before reading
-//! again, with `TCP_NODELAY` on both sockets. The first direction to end (end of stream or an
-//! error) ends the connection: both sockets are closed, so each peer sees the close.
+//! again (`splice`: moving up to [`READ_BYTES`] into a pipe, and all of it out before the next),
+//! with `TCP_NODELAY` on both sockets. The first direction to end (end of stream or an error)
+//! ends the connection: both sockets are closed, so each peer sees the close.
 
 mod on_tokio;
 mod on_uring;
+mod splice;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,6 +18,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::{Mode, LISTENING_PREFIX};
+use on_tokio::Transfer;
 
 /// The most one read takes: what Portcullis' response side offers a read while a response is
 /// awaited (host/src/server/responses.rs, `RESPONSE_READ`), so one read takes as much of a large
@@ -41,11 +44,19 @@ pub fn run(args: &RelayArgs) -> Result<()> {
     match args.mode {
         Mode::TokioMt => on_tokio::run(
             tokio::runtime::Builder::new_multi_thread(),
+            Transfer::Buffered,
             args.listen,
             args.upstream,
         ),
         Mode::TokioCt => on_tokio::run(
             tokio::runtime::Builder::new_current_thread(),
+            Transfer::Buffered,
+            args.listen,
+            args.upstream,
+        ),
+        Mode::Splice => on_tokio::run(
+            tokio::runtime::Builder::new_multi_thread(),
+            Transfer::Splice,
             args.listen,
             args.upstream,
         ),
