@@ -1,7 +1,8 @@
 //! The incremental response relay (`host/src/server/relay.rs`) sees every byte the upstream sends
 //! a client connection. The input picks the requests awaiting answers (correlation id and mode),
 //! the size of each read, and the upstream's bytes; the relay's output is checked against a
-//! whole-stream reference parse: every response relayed or handed over whole is exactly its bytes,
+//! whole-stream reference parse (also when the rest of a streamed response bypasses the buffer, as
+//! a splice does): every response relayed or handed over whole is exactly its bytes,
 //! no byte of a response is passed before its size and correlation id are checked, and an error
 //! comes exactly where the reference finds the stream wrong.
 #![no_main]
@@ -107,6 +108,8 @@ fuzz_target!(|data: &[u8]| {
     let Some((&chunk, stream)) = rest.split_first() else {
         return;
     };
+    // The rest of a streamed response may bypass the buffer, as the response side splices it.
+    let splice = chunk & 0x40 != 0;
     let chunk = usize::from(chunk % 64) + 1;
 
     let (expected_outcomes, trailing) = reference(stream, &awaited);
@@ -155,6 +158,22 @@ fuzz_target!(|data: &[u8]| {
                 }
                 Ok(Step::Read { missing }) => {
                     assert!(missing > 0);
+                    let rest = relay.rest_of_response();
+                    if splice && rest > 0 && fed < stream.len() {
+                        // Only inside a response whose header was checked, with nothing buffered.
+                        assert_eq!(missing, rest);
+                        assert!(buffer.is_empty());
+                        assert!(current.len() >= 8, "spliced before the header was checked");
+                        let end = (fed + chunk.min(rest)).min(stream.len());
+                        let direct = stream.get(fed..end).unwrap_or_default();
+                        current.extend_from_slice(direct);
+                        fed = end;
+                        if relay.passed_directly(direct.len()) {
+                            outcomes.push(Outcome::Complete(std::mem::take(&mut current)));
+                            index += 1;
+                        }
+                        continue;
+                    }
                     break;
                 }
                 Err(e) => {

@@ -5,7 +5,9 @@ Portcullis passes on whatever part of it each read brought, and nothing but the 
 count says where the response ends and the next begins. These tests consume megabytes of
 distinct random records with two client libraries, each with a small socket receive buffer (the
 client takes the bytes in small pieces, so the relay's writes stall and resume often), over
-plain TCP and over TLS, and compare every record with what was produced.
+plain TCP and over TLS, and compare every record with what was produced. On plain TCP the rest of
+each large response is spliced socket to socket (host/src/server/splice.rs); one test checks from
+the relay's counter that this path is the one taken.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, TopicPartition as KpTopicPartition
 
 from clients import confluent_conf, confluent_create_topic, kafka_python_conf
-from conftest import Gateway
+from conftest import PORTCULLIS_USERS, Gateway
+from prometheus import scrape, total
+from reauth_support import start_portcullis
+
+# The relay's byte counter (`portcullis.relayed`, unit bytes, by path) as Prometheus names it.
+RELAYED = "portcullis_relayed_bytes_total"
 
 RECORDS = 1500
 RECORD_SIZE = 8 * 1024  # 1500 × 8 KiB ≈ 12 MiB in one partition
@@ -124,3 +131,24 @@ def test_large_fetch_responses_arrive_whole_and_in_order(gateway, records, clien
 def test_the_same_records_through_tls_arrive_whole_and_in_order(gateway_tls, records):
     topic, values = records
     check(confluent_read_all(gateway_tls, topic, len(values)), values)
+
+
+@pytest.mark.portcullis_only
+def test_on_plain_tcp_the_rest_of_a_large_response_is_spliced_and_arrives_exact(launcher, records):
+    """Between two plain TCP sockets the rest of a large unchanged response is moved with
+    splice(2), never copied into Portcullis (host/src/server/splice.rs); the records must still
+    arrive byte for byte, and the relay's counter must show the spliced path was taken."""
+    topic, values = records
+    p, metrics = start_portcullis(launcher, "relay-splice")
+    before = scrape(metrics)
+    own = Gateway(name=p.name, bootstrap=p.bootstrap, security_protocol="SASL_PLAINTEXT",
+                  users=dict(PORTCULLIS_USERS), broker_addresses={}, hidden_ports=set(), process=p)
+    check(confluent_read_all(own, topic, len(values)), values)
+    after = scrape(metrics)
+    spliced = total(after, RELAYED, path="spliced") - total(before, RELAYED, path="spliced")
+    buffered = total(after, RELAYED, path="buffered") - total(before, RELAYED, path="buffered")
+    payload = RECORDS * RECORD_SIZE
+    # Each response's first read (its header and what came with it) goes through the buffer; the
+    # rest of every response of 16 KiB or more is spliced.
+    assert spliced + buffered >= payload, (spliced, buffered)
+    assert spliced >= payload // 2, f"only {spliced} of {spliced + buffered} bytes were spliced"

@@ -20,6 +20,8 @@
 //! |                      | relayed as they arrive or rewritten, local answers, in order        |
 //! | [`queue`]            | the ordered response queue joining the two sides                    |
 //! | [`relay`]            | cutting the upstream's byte stream into responses (sans-I/O)        |
+//! | [`splice`]           | the rest of a large relayed response moved socket to socket with    |
+//! |                      | `splice(2)`, through a pipe, never copied into Portcullis           |
 //! | [`upstream`]         | an upstream connection: opening it, its two halves for a client     |
 //! | `upstream_error`     | why an upstream connection failed                                   |
 //! | `upstream_calls`     | Portcullis' own requests: ids, versions, one round trip             |
@@ -55,6 +57,7 @@ pub mod relay;
 mod responses;
 pub mod rewrite;
 pub mod sockets;
+pub mod splice;
 pub mod tls;
 pub mod upstream;
 mod upstream_calls;

@@ -136,6 +136,21 @@ impl Relay {
         self.remaining > 0
     }
 
+    /// Bytes of the streamed response being relayed that have not been passed yet (0 between
+    /// responses). With nothing buffered, they may go to the client without the buffer
+    /// ([`Relay::passed_directly`]).
+    pub fn rest_of_response(&self) -> usize {
+        self.remaining
+    }
+
+    /// `len` bytes of the streamed response being relayed went to the client straight from the
+    /// upstream (spliced), never buffered; the caller moved at most [`Relay::rest_of_response`].
+    /// Returns whether they ended the response (its queue entry is answered).
+    pub fn passed_directly(&mut self, len: usize) -> bool {
+        self.remaining -= len.min(self.remaining);
+        self.remaining == 0
+    }
+
     /// The next step for `buffered` (the upstream bytes not yet handed out, from the start of
     /// the stream's next unhandled byte), when the oldest request awaiting an answer is
     /// `expected` (`None`: no request awaits one, so any response is an error).
@@ -234,6 +249,36 @@ mod tests {
             correlation_id: id,
             mode: Mode::Whole,
         })
+    }
+
+    #[test]
+    fn the_rest_of_a_streamed_response_can_bypass_the_buffer() {
+        let mut bytes = frame(7, &[1; 92]);
+        bytes.extend(frame(8, &[2; 3]));
+        let mut relay = Relay::new(1 << 20);
+        assert_eq!(relay.rest_of_response(), 0);
+        assert_eq!(
+            relay.step(&bytes[..20], stream(7)),
+            Ok(Step::Pass {
+                len: 20,
+                last: false
+            })
+        );
+        assert_eq!(relay.rest_of_response(), 80);
+        assert_eq!(relay.step(&[], None), Ok(Step::Read { missing: 80 }));
+        // 50 bytes spliced, then the last 30.
+        assert!(!relay.passed_directly(50));
+        assert_eq!(relay.step(&[], None), Ok(Step::Read { missing: 30 }));
+        assert!(relay.passed_directly(30));
+        assert!(!relay.inside_response());
+        // The next response is checked as usual.
+        assert_eq!(
+            relay.step(&bytes[100..], stream(8)),
+            Ok(Step::Pass {
+                len: 11,
+                last: true
+            })
+        );
     }
 
     #[test]

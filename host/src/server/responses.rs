@@ -35,12 +35,16 @@ use super::queue::{Entry, Head, Pending, ResponseQueue};
 use super::relay::{Relay, Step};
 use super::rewrite::{carries_addresses, rewrite};
 use super::sockets::{ClientWrite, UpstreamRead};
+use super::splice::Pipe;
 use super::upstream::{UpstreamError, UpstreamReader};
 use super::Shared;
 
 /// Room of a read while a response is awaited: one read takes as much of a large Fetch response
 /// as the socket holds.
 const RESPONSE_READ: usize = 256 * 1024;
+/// The least rest of a streamed response that is spliced (socket to socket through a pipe, on
+/// plain TCP) rather than read and written: below it, one copy costs less than making a pipe.
+const SPLICE_MIN: usize = 16 * 1024;
 /// Responses come from the operator's own cluster; this only guards against a broken length.
 const MAX_WHOLE_RESPONSE: usize = i32::MAX as usize;
 
@@ -106,6 +110,7 @@ impl Upstream {
     /// Moves the bytes committed to the next write to `out`, in one piece.
     fn commit_relayed(&mut self, out: &mut Outgoing) {
         if self.relayed > 0 {
+            super::splice::count_buffered(self.relayed);
             out.push_raw(self.buffer.split_to(self.relayed).freeze());
             self.relayed = 0;
         }
@@ -123,6 +128,9 @@ impl Upstream {
 enum Next {
     /// Wait for the upstream (reading up to `room` bytes) or for the request side.
     Wait { room: usize, idle: bool },
+    /// Move up to `len` bytes of the streamed response being relayed straight from the upstream
+    /// socket to the client socket ([`super::splice`]).
+    Splice { len: usize },
     /// The queue's end was reached.
     Finish,
     /// Stop at once.
@@ -137,6 +145,10 @@ pub(super) struct ResponseSide {
     out: Outgoing,
     upstream: Option<Upstream>,
     relay: Relay,
+    /// The pipe of the response being spliced (none between responses).
+    pipe: Option<Pipe>,
+    /// Set when a pipe could not be made: this connection copies from then on.
+    no_splice: bool,
     /// A client that reads nothing for this long is given up.
     stall: Duration,
 }
@@ -155,6 +167,8 @@ impl ResponseSide {
             out: Outgoing::new(),
             upstream: None,
             relay: Relay::new(MAX_WHOLE_RESPONSE),
+            pipe: None,
+            no_splice: false,
             stall,
         }
     }
@@ -187,6 +201,12 @@ impl ResponseSide {
                 Ok(Next::Wait { .. }) if wrote => {}
                 Ok(Next::Wait { room, idle }) => {
                     if let Err(ended) = self.wait(room, idle).await {
+                        return ended;
+                    }
+                }
+                // Whatever was collected before it is written: the spliced bytes follow it.
+                Ok(Next::Splice { len }) => {
+                    if let Err(ended) = self.splice(len).await {
                         return ended;
                     }
                 }
@@ -257,6 +277,8 @@ impl ResponseSide {
                                 if let Some(Entry::Pending(pending)) = self.queue.pop() {
                                     pending.upstream_call.finish();
                                 }
+                                // A response whose rest was short enough to read ends here.
+                                self.pipe = None;
                             }
                         }
                         Step::Whole { len } => {
@@ -276,6 +298,15 @@ impl ResponseSide {
                                 _ => {}
                             }
                         }
+                        // Inside a streamed response with nothing buffered: its rest may bypass
+                        // the buffer.
+                        Step::Read { missing }
+                            if missing >= SPLICE_MIN
+                                && self.relay.rest_of_response() == missing
+                                && self.can_splice() =>
+                        {
+                            return Ok(Next::Splice { len: missing })
+                        }
                         Step::Read { missing } => {
                             return Ok(Next::Wait {
                                 room: missing.max(RESPONSE_READ),
@@ -286,6 +317,102 @@ impl ResponseSide {
                 }
             }
         }
+    }
+
+    /// Whether bytes can go from the upstream socket to the client socket without Portcullis'
+    /// buffers: both plain TCP, and a pipe could be made so far.
+    fn can_splice(&self) -> bool {
+        !self.no_splice
+            && self.client.plain().is_some()
+            && self
+                .upstream
+                .as_ref()
+                .is_some_and(|upstream| upstream.read.plain().is_some())
+    }
+
+    /// Moves up to `len` bytes of the streamed response being relayed from the upstream socket
+    /// into the pipe as soon as some arrive (one splice), then all of them on into the client
+    /// socket. A client that takes nothing for `connections_max_idle_ms` is given up, as in
+    /// [`Self::write_out`]; a stop interrupts either wait.
+    async fn splice(&mut self, len: usize) -> Result<(), Ended> {
+        let Self {
+            queue,
+            client,
+            upstream,
+            relay,
+            pipe: pipe_slot,
+            no_splice,
+            stall,
+            ..
+        } = self;
+        let (Some(upstream), Some(to)) = (upstream.as_ref(), client.plain()) else {
+            return Ok(());
+        };
+        let Some(from) = upstream.read.plain() else {
+            return Ok(());
+        };
+        let pipe = match pipe_slot {
+            Some(pipe) => pipe,
+            None => match Pipe::new() {
+                Ok(pipe) => pipe_slot.insert(pipe),
+                Err(e) => {
+                    // Out of descriptors, most likely: copying works without one.
+                    tracing::debug!(error = %e, "cannot make a pipe; this connection copies relayed bytes");
+                    *no_splice = true;
+                    return Ok(());
+                }
+            },
+        };
+        let filled = tokio::select! {
+            biased;
+            // A stop, or answers queued behind this response: collect again.
+            () = queue.woken() => return Ok(()),
+            filled = pipe.fill(from, len) => filled,
+        };
+        let moved = match filled {
+            Ok(0) => return Err(Ended::Upstream(upstream.error(UpstreamError::Closed))),
+            Ok(moved) => moved,
+            Err(e) => {
+                return Err(Ended::Upstream(
+                    upstream.error(UpstreamError::Frame(FrameError::Io(e))),
+                ))
+            }
+        };
+        let last = relay.passed_directly(moved);
+        let deadline = Instant::now() + *stall;
+        // Its own block: the drain borrows the pipe, which may be closed after it.
+        {
+            let drain = timeout_at(deadline, pipe.drain(to));
+            tokio::pin!(drain);
+            loop {
+                tokio::select! {
+                    biased;
+                    drained = &mut drain => {
+                        match drained {
+                            Ok(Ok(())) => break,
+                            Ok(Err(e)) => {
+                                return Err(Ended::Client(DriverError::Client(FrameError::Io(e))))
+                            }
+                            Err(_) => return Err(Ended::Client(DriverError::WriteStalled(*stall))),
+                        }
+                    }
+                    () = queue.woken() => {
+                        if queue.stopping() {
+                            return Err(Ended::Stopped);
+                        }
+                    }
+                }
+            }
+        }
+        queue.wrote(Instant::now());
+        if last {
+            if let Some(Entry::Pending(pending)) = queue.pop() {
+                pending.upstream_call.finish();
+            }
+            // An idle connection holds no pipe.
+            *pipe_slot = None;
+        }
+        Ok(())
     }
 
     /// Authorization first (filter what this principal may not see, merge the locally denied

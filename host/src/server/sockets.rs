@@ -79,6 +79,26 @@ pub fn upstream_tls(
     (SocketRead::Tls(read), SocketWrite::Tls(write))
 }
 
+impl<T> SocketRead<T> {
+    /// The TCP half, when no TLS is on it: only then can bytes bypass Portcullis' buffers.
+    pub(super) fn plain(&self) -> Option<&OwnedReadHalf> {
+        match self {
+            Self::Plain(read) => Some(read),
+            Self::Tls(_) => None,
+        }
+    }
+}
+
+impl<T> SocketWrite<T> {
+    /// The TCP half, when no TLS is on it.
+    pub(super) fn plain(&self) -> Option<&OwnedWriteHalf> {
+        match self {
+            Self::Plain(write) => Some(write),
+            Self::Tls(_) => None,
+        }
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for SocketRead<T> {
     fn poll_read(
         self: Pin<&mut Self>,

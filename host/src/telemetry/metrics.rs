@@ -171,6 +171,27 @@ impl SecurityRecorder for OtelRecorder {
     }
 }
 
+static RELAYED_BYTES: OnceLock<ObservableCounter<u64>> = OnceLock::new();
+
+/// Reports `portcullis.relayed` (Prometheus: `portcullis_relayed_bytes_total`): the bytes of unchanged responses relayed to clients, by path
+/// (`spliced`: socket to socket, never in Portcullis' memory; `buffered`: read and written), read
+/// at collection time from the data path's own counters.
+pub fn observe_relayed_bytes() {
+    RELAYED_BYTES.get_or_init(|| {
+        instruments()
+            .meter
+            .u64_observable_counter("portcullis.relayed")
+            .with_unit("By")
+            .with_description("Bytes of unchanged responses relayed to clients, by path (spliced, buffered)")
+            .with_callback(|observer| {
+                let (spliced, buffered) = crate::server::splice::relayed_bytes();
+                observer.observe(spliced, &[KeyValue::new("path", "spliced")]);
+                observer.observe(buffered, &[KeyValue::new("path", "buffered")]);
+            })
+            .build()
+    });
+}
+
 static PLUGIN_GAUGES: OnceLock<(ObservableGauge<f64>, ObservableCounter<u64>)> = OnceLock::new();
 
 /// Reports what plugins published (`portcullis.plugin.metric`, one series per plugin and name:
@@ -230,6 +251,7 @@ pub fn record_node(
 ) {
     observe_active_sessions(sessions.clone());
     observe_plugin_stats(Arc::clone(stats));
+    observe_relayed_bytes();
     let refused = u64::try_from(plugins.refused.len()).unwrap_or(u64::MAX);
     if refused > 0 {
         instruments().plugin_load_failures.add(refused, &[]);
