@@ -244,6 +244,12 @@ echo "security.protocol=PLAINTEXT" >"$PLAIN_CONFIG"
 
 JAVA_TOOL=(java -Xms256m -Xmx512m -XX:+UseG1GC "-Dlog4j2.configurationFile=$RUN_DIR/tools-log4j2.properties")
 tool() { "${JAVA_TOOL[@]}" -cp "$TOOL_CLASSES:$KAFKA_LIB/*" DatapathTool "$@"; }
+# The many-client cases: N clients in one JVM, each producer with the default 32 MiB buffer pool
+# (DatapathTool.produceMany says why), so a larger heap; its GC log is kept next to the run's logs.
+many_tool() {
+  java -Xms512m -Xmx3g -XX:+UseG1GC "-Dlog4j2.configurationFile=$RUN_DIR/tools-log4j2.properties" \
+    "-Xlog:gc:file=$RUN_DIR/logs/gc-$(date +%s%N).log" -cp "$TOOL_CLASSES:$KAFKA_LIB/*" DatapathTool "$@"
+}
 # Topics are managed straight on Kafka's PLAINTEXT listener (ANONYMOUS is a super user there).
 topic_create() { tool topic-create "$KAFKA_BOOTSTRAP" "$PLAIN_CONFIG" "$1" "$2" >/dev/null; }
 topic_delete() { tool topic-delete "$KAFKA_BOOTSTRAP" "$PLAIN_CONFIG" "$@" >/dev/null; }
@@ -441,7 +447,7 @@ for ((round = 1; round <= rounds; round++)); do
             --topic dp-consume --num-records "$records" --group "dp-c-$target-$round-$$" \
             --timeout 30000
         else
-          run_case "consume-c$conns" "$target" "$round" tool consume-many \
+          run_case "consume-c$conns" "$target" "$round" many_tool consume-many \
             "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" "$(consume_topic "$conns")" "$conns" \
             "$records" "dp-c$conns-$target-$round-$$" 30000
         fi
@@ -463,7 +469,7 @@ for ((round = 1; round <= rounds; round++)); do
             else
               topic="dp-p-$batch-$acks-c$conns-$target-$round"
               topic_create "$topic" "$(many_partitions "$conns")"
-              run_case "produce-b$batch-acks$acks-c$conns" "$target" "$round" tool produce-many \
+              run_case "produce-b$batch-acks$acks-c$conns" "$target" "$round" many_tool produce-many \
                 "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" "$topic" "$conns" "$records" \
                 "$record_size" "$batch" "$acks"
             fi

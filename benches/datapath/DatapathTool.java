@@ -265,11 +265,12 @@ public final class DatapathTool {
      */
     private static int produceMany(Properties base, String topic, int clients, long records, int recordSize,
             int batchSize, String acks) throws Exception {
-        // Each producer gets its own buffer pool (on the heap of this one JVM, -Xmx512m): the
-        // default 32 MiB each would be 1.6 GiB for 50 clients. Together they get at most 128 MiB,
-        // each at least 4 batches and at most the default; a client's share of the throughput
-        // is 1/CLIENTS, so a smaller pool does not hold it back.
-        long bufferMemory = Math.min(32L << 20, Math.max(4L * batchSize, (128L << 20) / clients));
+        // Each producer keeps the default buffer pool (32 MiB), as ProducerPerformance's one
+        // does; the script gives this JVM a heap for 50 of them (-Xmx3g). A small pool (2.5 MiB
+        // each was tried) made a producer's sender spin while sends waited for buffer memory:
+        // in one run of three, direct or through Portcullis alike, the client burned both cores
+        // for 55 s (client CPU 100+ s/GiB, 26 young GCs: not the heap).
+        long bufferMemory = 32L << 20;
         List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
         for (int i = 0; i < clients; i++) {
             Properties pp = new Properties();
