@@ -147,6 +147,8 @@ impl Relay {
     /// upstream (spliced), never buffered; the caller moved at most [`Relay::rest_of_response`].
     /// Returns whether they ended the response (its queue entry is answered).
     pub fn passed_directly(&mut self, len: usize) -> bool {
+        // More would be bytes of the next response, sent unchecked: the caller asks for no more.
+        debug_assert!(len <= self.remaining);
         self.remaining -= len.min(self.remaining);
         self.remaining == 0
     }

@@ -147,8 +147,9 @@ pub(super) struct ResponseSide {
     relay: Relay,
     /// The pipe of the response being spliced (none between responses).
     pipe: Option<Pipe>,
-    /// Set when a pipe could not be made: this connection copies from then on.
-    no_splice: bool,
+    /// Set when a pipe could not be made (out of descriptors, the user's pipe pages used up):
+    /// the response being relayed is copied; the next one tries again.
+    copy_this_response: bool,
     /// A client that reads nothing for this long is given up.
     stall: Duration,
 }
@@ -168,7 +169,7 @@ impl ResponseSide {
             upstream: None,
             relay: Relay::new(MAX_WHOLE_RESPONSE),
             pipe: None,
-            no_splice: false,
+            copy_this_response: false,
             stall,
         }
     }
@@ -279,6 +280,7 @@ impl ResponseSide {
                                 }
                                 // A response whose rest was short enough to read ends here.
                                 self.pipe = None;
+                                self.copy_this_response = false;
                             }
                         }
                         Step::Whole { len } => {
@@ -322,7 +324,7 @@ impl ResponseSide {
     /// Whether bytes can go from the upstream socket to the client socket without Portcullis'
     /// buffers: both plain TCP, and a pipe could be made so far.
     fn can_splice(&self) -> bool {
-        !self.no_splice
+        !self.copy_this_response
             && self.client.plain().is_some()
             && self
                 .upstream
@@ -341,7 +343,7 @@ impl ResponseSide {
             upstream,
             relay,
             pipe: pipe_slot,
-            no_splice,
+            copy_this_response,
             stall,
             ..
         } = self;
@@ -356,9 +358,9 @@ impl ResponseSide {
             None => match Pipe::new() {
                 Ok(pipe) => pipe_slot.insert(pipe),
                 Err(e) => {
-                    // Out of descriptors, most likely: copying works without one.
-                    tracing::debug!(error = %e, "cannot make a pipe; this connection copies relayed bytes");
-                    *no_splice = true;
+                    // Copying works without one.
+                    tracing::debug!(error = %e, "cannot make a pipe; this response is copied");
+                    *copy_this_response = true;
                     return Ok(());
                 }
             },
@@ -378,7 +380,14 @@ impl ResponseSide {
                 ))
             }
         };
-        let last = relay.passed_directly(moved);
+        if relay.passed_directly(moved) {
+            // Its last byte came from the upstream (as on the copying path: the upstream call's
+            // time does not include the client's).
+            if let Some(Entry::Pending(pending)) = queue.pop() {
+                pending.upstream_call.finish();
+            }
+        }
+        let last = !relay.inside_response();
         let deadline = Instant::now() + *stall;
         // Its own block: the drain borrows the pipe, which may be closed after it.
         {
@@ -406,9 +415,6 @@ impl ResponseSide {
         }
         queue.wrote(Instant::now());
         if last {
-            if let Some(Entry::Pending(pending)) = queue.pop() {
-                pending.upstream_call.finish();
-            }
             // An idle connection holds no pipe.
             *pipe_slot = None;
         }

@@ -18,21 +18,30 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(target_os = "linux")]
 use rustix::pipe::{
     fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags,
 };
+#[cfg(target_os = "linux")]
 use tokio::io::Interest;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-/// The room asked for a pipe: as much as one read of a large response takes
-/// (`responses::RESPONSE_READ` is 256 KiB; a splice of up to 1 MiB costs no memory of ours).
-/// Linux may refuse it for an unprivileged user past `pipe-user-pages-soft`; the pipe then keeps
-/// its default size (64 KiB, or one page past the hard limit), which only means more splices.
+/// The room asked for a pipe (a splice of up to 1 MiB costs no memory of ours; the size measured
+/// in docs/benchmarks-history.md). Linux counts each user's pipe pages (`pipe-user-pages-soft`,
+/// 64 MiB per UID by default, not for root): past it, 64 connections splicing at once, it refuses
+/// the size and later pipes get 8 KiB, which [`MIN_PIPE`] turns down.
+#[cfg(target_os = "linux")]
 const PIPE_SIZE: usize = 1024 * 1024;
+
+/// A pipe smaller than this would move a large response in too many small steps: the response
+/// is copied instead.
+#[cfg(target_os = "linux")]
+const MIN_PIPE: usize = 64 * 1024;
 
 /// Both ends are non-blocking: readiness is the sockets', and the pipe is always drained before
 /// it is filled again, so a splice into the pipe never waits for it and one out of it never finds
 /// it empty.
+#[cfg(target_os = "linux")]
 const FLAGS: SpliceFlags = SpliceFlags::NONBLOCK.union(SpliceFlags::MOVE);
 
 /// Bytes of relayed responses that went to clients by splice, and through the buffer: an
@@ -41,7 +50,8 @@ const FLAGS: SpliceFlags = SpliceFlags::NONBLOCK.union(SpliceFlags::MOVE);
 static SPLICED: AtomicU64 = AtomicU64::new(0);
 static BUFFERED: AtomicU64 = AtomicU64::new(0);
 
-/// Counts relayed bytes written from the buffer (unchanged responses read and written).
+/// Counts relayed bytes written from the buffer (unchanged responses read and written), when
+/// they are handed to the write (spliced bytes are counted once the client socket took them).
 pub(super) fn count_buffered(bytes: usize) {
     BUFFERED.fetch_add(bytes as u64, Ordering::Relaxed);
 }
@@ -66,12 +76,19 @@ pub(super) struct Pipe {
 }
 
 impl Pipe {
-    /// A new, empty pipe (two file descriptors).
+    /// A new, empty pipe (two file descriptors), or an error when none of a useful size can be had
+    /// (out of descriptors, past the user's pipe page limit): the caller copies.
+    #[cfg(target_os = "linux")]
     pub(super) fn new() -> io::Result<Self> {
         let (read, write) = pipe_with(PipeFlags::NONBLOCK | PipeFlags::CLOEXEC)?;
-        // Refused past the user's pipe page limit: the default size works too.
+        // Refused past the user's pipe page limit: the size it has is checked next.
         let _ = fcntl_setpipe_size(&write, PIPE_SIZE);
         let capacity = fcntl_getpipe_size(&write)?;
+        if capacity < MIN_PIPE {
+            return Err(io::Error::other(format!(
+                "a pipe of {capacity} bytes (the user's pipe page limit is reached)"
+            )));
+        }
         Ok(Self {
             read,
             write,
@@ -83,7 +100,11 @@ impl Pipe {
     /// Waits until `from` has bytes, then moves up to `max` of them (and at most what the pipe
     /// holds) into the pipe. Returns how many; 0 means the upstream closed. Cancel-safe: nothing
     /// moves before the last await.
+    #[cfg(target_os = "linux")]
     pub(super) async fn fill(&mut self, from: &OwnedReadHalf, max: usize) -> io::Result<usize> {
+        // An empty pipe: an EAGAIN can then only be the socket's, whose readiness `try_io`
+        // clears.
+        debug_assert_eq!(self.held, 0);
         let want = max.min(self.capacity - self.held);
         loop {
             from.readable().await?;
@@ -105,6 +126,7 @@ impl Pipe {
 
     /// Moves everything the pipe holds into `to`, waiting for the client to take it. Not
     /// cancel-safe in the sense that bytes may remain held; the caller drops the connection then.
+    #[cfg(target_os = "linux")]
     pub(super) async fn drain(&mut self, to: &OwnedWriteHalf) -> io::Result<()> {
         while self.held > 0 {
             to.writable().await?;
@@ -125,9 +147,26 @@ impl Pipe {
         }
         Ok(())
     }
+
+    /// `splice(2)` is Linux's: elsewhere every relayed byte is copied.
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn new() -> io::Result<Self> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) async fn fill(&mut self, _: &OwnedReadHalf, _: usize) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) async fn drain(&mut self, _: &OwnedWriteHalf) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 #[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -182,7 +182,9 @@ pub fn observe_relayed_bytes() {
             .meter
             .u64_observable_counter("portcullis.relayed")
             .with_unit("By")
-            .with_description("Bytes of unchanged responses relayed to clients, by path (spliced, buffered)")
+            .with_description(
+                "Bytes of unchanged responses relayed to clients, by path (spliced, buffered)",
+            )
             .with_callback(|observer| {
                 let (spliced, buffered) = crate::server::splice::relayed_bytes();
                 observer.observe(spliced, &[KeyValue::new("path", "spliced")]);
