@@ -116,6 +116,11 @@ def _confluent_run(oidc, node, topic: str) -> RunResult:
 
 def _kafkajs_run(oidc, node, topic: str) -> RunResult:
     client = oidc.client("reader-client")  # a token count of this run's own
+    # The topic exists, every partition led, before kafkajs starts: left to auto-creation, its
+    # first Produce and ListOffsets could reach the broker before the new partition's leader and
+    # be answered NOT_LEADER_OR_FOLLOWER, which kafkajs logs and retries (a CI run with the
+    # machine loaded: 6 errors logged, 15 records sent twice).
+    confluent_create_topic(confluent_oauth_conf(node.bootstrap, oidc, client), topic, partitions=3)
     res = RunResult()
     issued = oidc.tokens_issued(client)
     with ConnectionTracker(node.process.proc.pid) as tracker:
