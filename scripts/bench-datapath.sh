@@ -38,6 +38,12 @@
 #   latency   DatapathTool latency: open loop, --latency-rate records/s for --latency-seconds
 #             (after --latency-warmup s), producer acks=--latency-acks, end-to-end p50/p99 in µs
 #   e2e       EndToEndLatency (closed loop, --e2e-records records, acks=1): its average in ms
+#   latency-load  (not in the default) the latency probe while the same target carries a load of
+#             --load-fraction of direct Kafka's produce throughput: a ProducerPerformance
+#             (batch.size 16384, acks=1) throttled to that many records/s into a fresh topic, and a
+#             ConsumerPerformance reading them as they come. The rate is calibrated once, before
+#             the rounds, by the same producer unthrottled straight to Kafka's SASL listener; the
+#             report gives the load each run really carried beside the added latency
 #
 # Usage: scripts/bench-datapath.sh [options]
 #   --records N           records per produce / consume run (default 300000; the issue's
@@ -54,7 +60,8 @@
 #   --latency-warmup S    unmeasured seconds before them (default 5)
 #   --latency-acks A      producer acks of the latency probe (default 1)
 #   --e2e-records N       EndToEndLatency records (default 2000)
-#   --cases LIST          consume,produce,latency,e2e (default all)
+#   --load-fraction F     latency-load: the load as a share of direct throughput (default 0.5)
+#   --cases LIST          consume,produce,latency,e2e,latency-load (default all but latency-load)
 #   --authorizer WHICH    none | acl | both (default both): which Portcullis nodes to measure
 #   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
@@ -96,6 +103,7 @@ latency_seconds=15
 latency_warmup=5
 latency_acks=1
 e2e_records=2000
+load_fraction=0.5
 cases=consume,produce,latency,e2e
 authorizer=both
 portcullis_bin=
@@ -118,6 +126,7 @@ while (($#)); do
     --latency-warmup) latency_warmup=${2:?}; shift ;;
     --latency-acks) latency_acks=${2:?}; shift ;;
     --e2e-records) e2e_records=${2:?}; shift ;;
+    --load-fraction) load_fraction=${2:?}; shift ;;
     --cases) cases=${2:?}; shift ;;
     --authorizer) authorizer=${2:?}; shift ;;
     --portcullis-bin) portcullis_bin=${2:?}; shift ;;
@@ -134,6 +143,7 @@ for n in records record_size rounds partitions latency_rate latency_seconds e2e_
   [[ ${!n} =~ ^[1-9][0-9]*$ ]] || die "--${n//_/-} must be a positive integer"
 done
 [[ $latency_warmup =~ ^[0-9]+$ ]] || die "--latency-warmup must be a non-negative integer"
+[[ $load_fraction =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] || die "--load-fraction must be a number in (0, 1]"
 IFS=, read -r -a conn_list <<<"$connections"
 ((${#conn_list[@]})) || die "--connections must list at least one number"
 for n in "${conn_list[@]}"; do
@@ -429,8 +439,57 @@ if want_case consume; then
       { cat "$RUN_DIR/logs/$fill_log.err" >&2; die "filling $topic failed"; }
   done
 fi
-want_case latency && topic_create "$LATENCY_TOPIC" 1
+if want_case latency || want_case latency-load; then topic_create "$LATENCY_TOPIC" 1; fi
 want_case e2e && topic_create "$E2E_TOPIC" 1
+
+# latency-load: the load's rate, a share of what one producer moves straight to Kafka.
+LOAD_RATE=0
+if want_case latency-load; then
+  log "=== calibrating the load: ProducerPerformance (batch.size 16384, acks=1) straight to Kafka"
+  topic_create dp-load-calibration 1
+  perf_tool ProducerPerformance --topic dp-load-calibration --num-records "$records" \
+    --record-size "$record_size" --throughput -1 --bootstrap-server "$KAFKA_SASL_BOOTSTRAP" \
+    --command-config "$CLIENT_CONFIG" --command-property acks=1 batch.size=16384 \
+    >"$RUN_DIR/logs/fill-load-calibration.out" 2>"$RUN_DIR/logs/fill-load-calibration.err" ||
+    { cat "$RUN_DIR/logs/fill-load-calibration.err" >&2; die "calibrating the load failed"; }
+  topic_delete dp-load-calibration
+  direct_rate=$(sed -n 's/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p' \
+    "$RUN_DIR/logs/fill-load-calibration.out" | tail -n1)
+  [[ -n $direct_rate ]] || die "no ProducerPerformance summary in the calibration run"
+  LOAD_RATE=$(python3 -c "print(max(1, round($load_fraction * $direct_rate)))")
+  echo "load:      latency-load carries $LOAD_RATE records/s of $record_size B each way (produce and consume) = $load_fraction × $direct_rate records/s, one producer's throughput straight to Kafka (batch.size 16384, acks=1, measured before the rounds)" |
+    tee -a "$RUN_DIR/machine.txt" >&2
+fi
+
+# latency_under_load BOOTSTRAP LOAD_TOPIC GROUP LOG_PREFIX: the latency probe while a
+# ProducerPerformance sends LOAD_RATE records/s into LOAD_TOPIC and a ConsumerPerformance reads
+# them, all through BOOTSTRAP. The load starts first and outlasts the probe; its summaries follow
+# the probe's JSON on stdout (LOAD-PRODUCE / LOAD-CONSUME lines) and its stderr joins ours, so the
+# report sees what it carried and any error it logged. Exits non-zero if any of the three failed.
+latency_under_load() {
+  local bootstrap=$1 load_topic=$2 group=$3 prefix=$4 rc=0 load_records producer consumer
+  load_records=$((LOAD_RATE * (latency_warmup + latency_seconds + 8)))
+  perf_tool ProducerPerformance --topic "$load_topic" --num-records "$load_records" \
+    --record-size "$record_size" --throughput "$LOAD_RATE" --bootstrap-server "$bootstrap" \
+    --command-config "$CLIENT_CONFIG" --command-property acks=1 batch.size=16384 \
+    >"$prefix.load-produce.log" 2>"$prefix.load-produce.stderr" &
+  producer=$!
+  perf_tool ConsumerPerformance --bootstrap-server "$bootstrap" --command-config "$CLIENT_CONFIG" \
+    --topic "$load_topic" --num-records "$load_records" --group "$group" --timeout 30000 \
+    >"$prefix.load-consume.log" 2>"$prefix.load-consume.stderr" &
+  consumer=$!
+  # The load's clients connect and reach their rate before the probe's warm-up begins.
+  sleep 3
+  tool latency "$bootstrap" "$CLIENT_CONFIG" "$LATENCY_TOPIC" "$latency_rate" "$latency_seconds" \
+    "$latency_warmup" "$record_size" "$latency_acks" || rc=$?
+  wait "$producer" || { echo "ERROR: the load's producer exited with $?" >&2; rc=1; }
+  wait "$consumer" || { echo "ERROR: the load's consumer exited with $?" >&2; rc=1; }
+  echo "LOAD-RECORDS $load_records"
+  sed 's/^/LOAD-PRODUCE /' "$prefix.load-produce.log"
+  sed 's/^/LOAD-CONSUME /' "$prefix.load-consume.log"
+  cat "$prefix.load-produce.stderr" "$prefix.load-consume.stderr" >&2
+  return "$rc"
+}
 
 for ((round = 1; round <= rounds; round++)); do
   # Rotate the order so no target always runs first (cold caches) or last.
@@ -485,6 +544,15 @@ for ((round = 1; round <= rounds; round++)); do
       run_case latency "$target" "$round" tool latency "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" \
         "$LATENCY_TOPIC" "$latency_rate" "$latency_seconds" "$latency_warmup" "$record_size" \
         "$latency_acks"
+    done
+  fi
+  if want_case latency-load; then
+    for target in "${order[@]}"; do
+      topic=dp-load-$target-$round
+      topic_create "$topic" 1
+      run_case latency-load "$target" "$round" latency_under_load "${BOOTSTRAPS[$target]}" \
+        "$topic" "dp-load-$target-$round-$$" "$RUN_DIR/logs/latency-load-$target-r$round"
+      topic_delete "$topic"
     done
   fi
   if want_case e2e; then

@@ -134,6 +134,25 @@ def parse_latency(out):
     return metrics, errors
 
 
+def parse_load(out):
+    """latency-load: what the load beside the probe carried (LOAD-* lines after its JSON)."""
+    want = re.search(r"^LOAD-RECORDS (\d+)$", out, re.M)
+    if not want:
+        raise ValueError("no LOAD-RECORDS line")
+    want = int(want.group(1))
+    produce = "\n".join(l[len("LOAD-PRODUCE "):] for l in out.splitlines() if l.startswith("LOAD-PRODUCE "))
+    consume = "\n".join(l[len("LOAD-CONSUME "):] for l in out.splitlines() if l.startswith("LOAD-CONSUME "))
+    p, p_errors = parse_produce(produce, want)
+    c, c_errors = parse_consume(consume, want)
+    metrics = {
+        "load_records": want,
+        "load_produce_rps": p["msg_per_s"],
+        "load_produce_mb_per_s": p["mb_per_s"],
+        "load_consume_records": c["records"],
+    }
+    return metrics, [f"load: {e}" for e in p_errors + c_errors]
+
+
 def parse_e2e(out):
     avg = re.search(r"Avg latency: ([\d.]+) ms", out)
     pct = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
@@ -165,6 +184,11 @@ def cmd_parse(a):
             metrics, e = parse_produce(out, a.records)
         elif a.case == "latency":
             metrics, e = parse_latency(out)
+        elif a.case == "latency-load":
+            metrics, e = parse_latency(out)
+            load_metrics, load_errors = parse_load(out)
+            metrics.update(load_metrics)
+            e += load_errors
         elif a.case == "e2e":
             metrics, e = parse_e2e(out)
         else:
@@ -252,6 +276,38 @@ def telemetry_ab(by, throughput, targets, ok):
     print()
 
 
+def latency_table(case, by_target, targets, ok):
+    under_load = case == "latency-load"
+    if under_load:
+        print("## Added latency under load (open-loop probe, end to end, same run)\n")
+        print("The probe ran while the same target carried the load named under \"Machine and run\" "
+              "(a throttled producer and a consumer reading its records); \"load MB/s\" is what "
+              "the load's producer really sent, median over rounds.\n")
+    else:
+        print("## Added latency at a fixed rate (open-loop probe, end to end, same run)\n")
+    print("Per round: the target's percentile minus Kafka's in the same round, in ms, shown as "
+          "min / median / max. Absolute values are medians over rounds, in µs.\n")
+    extra = " load MB/s |" if under_load else ""
+    print(f"| target | p50 µs | p99 µs | p99.9 µs | ack p50 µs | added p50 ms | added p99 ms |{extra} machine busy | load (1 min) |")
+    print("|---|---:|---:|---:|---:|---|---|" + ("---:|" if under_load else "") + "---:|---|")
+    ref = by_target.get(REFERENCE, {})
+    for target in targets:
+        runs = by_target.get(target, {})
+        good = [r for r in runs.values() if ok(r)]
+        m = lambda k, fmt="{:.0f}": med([r["metrics"][k] for r in good], fmt)
+        added = lambda k: spread([
+            (r["metrics"][k] - ref[n]["metrics"][k]) / 1000
+            for n, r in runs.items() if ok(r) and ok(ref.get(n))
+        ], "{:+.3f}")
+        busy = med([r.get("machine_busy_pct", 0) for r in good], "{:.0f} %")
+        print(f"| {target} | {m('p50_us')} | {m('p99_us')} | {m('p999_us')} | {m('ack_p50_us')} | "
+              f"{'—' if target == REFERENCE else added('p50_us')} | "
+              f"{'—' if target == REFERENCE else added('p99_us')} |"
+              + (f" {m('load_produce_mb_per_s', '{:.1f}')} |" if under_load else "")
+              + f" {busy} | {load_range(list(runs.values()))} |")
+    print()
+
+
 def cmd_report(a):
     rows = load(a.run)
     print("## Machine and run\n\n```")
@@ -308,25 +364,9 @@ def cmd_report(a):
         print()
         telemetry_ab(by, throughput, targets, ok)
 
-    if "latency" in by:
-        print("## Added latency at a fixed rate (open-loop probe, end to end, same run)\n")
-        print("Per round: the target's percentile minus Kafka's in the same round, in ms, shown as "
-              "min / median / max. Absolute values are medians over rounds, in µs.\n")
-        print("| target | p50 µs | p99 µs | p99.9 µs | ack p50 µs | added p50 ms | added p99 ms | load (1 min) |")
-        print("|---|---:|---:|---:|---:|---|---|---|")
-        ref = by["latency"].get(REFERENCE, {})
-        for target in targets:
-            runs = by["latency"].get(target, {})
-            good = [r for r in runs.values() if ok(r)]
-            m = lambda k: med([r["metrics"][k] for r in good], "{:.0f}")
-            added = lambda k: spread([
-                (r["metrics"][k] - ref[n]["metrics"][k]) / 1000
-                for n, r in runs.items() if ok(r) and ok(ref.get(n))
-            ], "{:+.3f}")
-            print(f"| {target} | {m('p50_us')} | {m('p99_us')} | {m('p999_us')} | {m('ack_p50_us')} | "
-                  f"{'—' if target == REFERENCE else added('p50_us')} | "
-                  f"{'—' if target == REFERENCE else added('p99_us')} | {load_range(list(runs.values()))} |")
-        print()
+    for case in ("latency", "latency-load"):
+        if case in by:
+            latency_table(case, by[case], targets, ok)
 
     if "e2e" in by:
         print("## EndToEndLatency (Kafka's tool: closed loop, one record at a time, acks=1)\n")
@@ -351,8 +391,10 @@ def cmd_report(a):
     print("|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|---|")
     for r in sorted(rows, key=lambda r: (case_order(r["case"]), r["round"], r["target"])):
         m = r["metrics"]
-        if r["case"] == "latency" and m:
+        if r["case"].startswith("latency") and m:
             res = f"p50 {m['p50_us']:.0f} µs, p99 {m['p99_us']:.0f} µs"
+            if "load_produce_mb_per_s" in m:
+                res += f", load {m['load_produce_mb_per_s']:.1f} MB/s"
         elif r["case"] == "e2e" and m:
             res = f"avg {m['avg_ms']:.3f} ms"
         elif m:
