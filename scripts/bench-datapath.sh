@@ -504,7 +504,7 @@ for ((round = 1; round <= rounds; round++)); do
           run_case consume "$target" "$round" perf_tool ConsumerPerformance \
             --bootstrap-server "${BOOTSTRAPS[$target]}" --command-config "$CLIENT_CONFIG" \
             --topic dp-consume --num-records "$records" --group "dp-c-$target-$round-$$" \
-            --timeout 30000
+            --timeout 30000 --print-metrics
         else
           run_case "consume-c$conns" "$target" "$round" many_tool consume-many \
             "${BOOTSTRAPS[$target]}" "$CLIENT_CONFIG" "$(consume_topic "$conns")" "$conns" \
@@ -524,7 +524,8 @@ for ((round = 1; round <= rounds; round++)); do
               run_case "produce-b$batch-acks$acks" "$target" "$round" perf_tool ProducerPerformance \
                 --topic "$topic" --num-records "$records" --record-size "$record_size" \
                 --throughput -1 --bootstrap-server "${BOOTSTRAPS[$target]}" \
-                --command-config "$CLIENT_CONFIG" --command-property "acks=$acks" "batch.size=$batch"
+                --command-config "$CLIENT_CONFIG" --command-property "acks=$acks" "batch.size=$batch" \
+                --print-metrics
             else
               topic="dp-p-$batch-$acks-c$conns-$target-$round"
               topic_create "$topic" "$(many_partitions "$conns")"

@@ -49,6 +49,33 @@ def error_lines(text):
     return out
 
 
+# The Kafka client's own metrics, as --print-metrics prints them at the end of a single-client run
+# (`group:name:{client-id=...}  : value`; only the client-wide ones, not per node or topic).
+CLIENT_METRIC = re.compile(
+    r"^(consumer-fetch-manager-metrics|producer-metrics):([\w-]+):\{client-id=[^,}]*\}\s*:\s*([\d.]+)$",
+    re.M,
+)
+CLIENT_METRICS = {
+    "fetch-latency-avg": "fetch_latency_avg_ms",
+    "fetch-size-avg": "fetch_size_avg",
+    "fetch-total": "fetch_total",
+    "request-latency-avg": "request_latency_avg_ms",
+    "request-total": "request_total",
+    "batch-size-avg": "batch_size_avg",
+    "record-queue-time-avg": "record_queue_time_avg_ms",
+}
+
+
+def client_metrics(out):
+    """What the client measured of its own requests: the time from sending a Fetch or Produce to
+    its response, their number and sizes."""
+    found = {}
+    for _group, name, value in CLIENT_METRIC.findall(out):
+        if name in CLIENT_METRICS:
+            found[CLIENT_METRICS[name]] = float(value)
+    return found
+
+
 def parse_consume(out, records):
     lines = [l for l in out.splitlines() if l.strip()]
     header = next((l for l in lines if l.startswith("start.time")), None)
@@ -64,6 +91,7 @@ def parse_consume(out, records):
         "records": consumed,
         "rebalance_ms": float(values["rebalance.time.ms"]),
         "fetch_ms": float(values["fetch.time.ms"]),
+        **client_metrics(out),
     }
     errors = [] if consumed == records else [f"consumed {consumed} of {records} records"]
     return metrics, errors
@@ -87,6 +115,7 @@ def parse_produce(out, records):
         "latency_avg_ms": float(avg),
         "latency_p50_ms": int(p50),
         "latency_p99_ms": int(p99),
+        **client_metrics(out),
     }
     errors = [] if int(sent) == records else [f"sent {sent} of {records} records"]
     return metrics, errors
@@ -276,6 +305,47 @@ def telemetry_ab(by, throughput, targets, ok):
     print()
 
 
+def client_view(by, throughput, targets, ok):
+    """Single-client cases: each request's time as the client saw it, through each target."""
+    cases = [c for c in throughput if not THROUGHPUT.match(c).group(2)
+             and any("fetch_latency_avg_ms" in r["metrics"] or "request_latency_avg_ms" in r["metrics"]
+                     for runs in by[c].values() for r in runs.values())]
+    if not cases:
+        return
+    print("## The client's requests (Kafka client metrics, single-client cases)\n")
+    print("The client's own average time from sending a Fetch (consume) or Produce to its response, "
+          "median over rounds, and per round the target's minus Kafka's (min / median / max). For "
+          "consume, \"explains\" is that added time × the target's Fetch count over how much longer "
+          "its fetch phase took than Kafka's in the same round (median): near 100 % means the "
+          "throughput gap is the time each Fetch spends in Portcullis, one Fetch after another. "
+          "Producers keep up to five requests in flight, so for them no such share is given.\n")
+    print("| case | target | request avg ms | added per request ms | requests | avg size KiB | explains |")
+    print("|---|---|---:|---|---:|---:|---:|")
+    for case in cases:
+        ref = by[case].get(REFERENCE, {})
+        consume = case == "consume"
+        lat = "fetch_latency_avg_ms" if consume else "request_latency_avg_ms"
+        count = "fetch_total" if consume else "request_total"
+        size = "fetch_size_avg" if consume else "batch_size_avg"
+        for target in targets:
+            runs = by[case].get(target, {})
+            good = [r for r in runs.values() if ok(r) and lat in r["metrics"]]
+            paired = [(r, ref[n]) for n, r in runs.items()
+                      if ok(r) and ok(ref.get(n)) and lat in r["metrics"] and lat in ref[n]["metrics"]]
+            added = [r["metrics"][lat] - k["metrics"][lat] for r, k in paired]
+            explains = [
+                (r["metrics"][lat] - k["metrics"][lat]) * r["metrics"].get(count, 0)
+                / (r["metrics"]["fetch_ms"] - k["metrics"]["fetch_ms"]) * 100
+                for r, k in paired if consume and r["metrics"]["fetch_ms"] > k["metrics"]["fetch_ms"]
+            ]
+            print(f"| {case} | {target} | {med([r['metrics'][lat] for r in good], '{:.3f}')} | "
+                  f"{'—' if target == REFERENCE else spread(added, '{:+.3f}')} | "
+                  f"{med([r['metrics'].get(count, 0) for r in good], '{:,.0f}')} | "
+                  f"{med([r['metrics'].get(size, 0) / 1024 for r in good], '{:,.0f}')} | "
+                  f"{'—' if target == REFERENCE or not consume else med(explains, '{:.0f} %')} |")
+    print()
+
+
 def latency_table(case, by_target, targets, ok):
     under_load = case == "latency-load"
     if under_load:
@@ -363,6 +433,8 @@ def cmd_report(a):
                       f"{med(busy, '{:.0f} %')} | {load_range(list(runs.values()))} |")
         print()
         telemetry_ab(by, throughput, targets, ok)
+
+    client_view(by, throughput, targets, ok)
 
     for case in ("latency", "latency-load"):
         if case in by:
