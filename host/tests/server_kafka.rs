@@ -215,7 +215,7 @@ struct Gateway {
     port_base: u16,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
-    _node: Arc<Node>,
+    node: Arc<Node>,
     _dir: tempfile::TempDir,
 }
 
@@ -228,6 +228,11 @@ impl Gateway {
 
     /// Starts a server with this `[upstream]` table body (`connect_timeout_ms` is added).
     async fn start_with(tls: Option<&str>, upstream: &str) -> Self {
+        Self::start_config(tls, upstream, "").await
+    }
+
+    /// Starts a server with this `[upstream]` table body and `extra` tables after it.
+    async fn start_config(tls: Option<&str>, upstream: &str, extra: &str) -> Self {
         let port_base = free_port_base(&upstream_bootstrap()).await;
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
@@ -247,6 +252,8 @@ failed_authentication_delay_ms = 10
 [upstream]
 {upstream}
 connect_timeout_ms = 10000
+
+{extra}
 "#,
             data = dir.path().join("data").display(),
             tls = tls.unwrap_or_default(),
@@ -282,7 +289,7 @@ connect_timeout_ms = 10000
             port_base,
             stop: Some(stop),
             task: Some(task),
-            _node: node,
+            node,
             _dir: dir,
         }
     }
@@ -709,4 +716,308 @@ async fn forwarding_to_a_sasl_upstream_logs_in_with_the_login_module() {
         assert!(!direct.metadata(12).await.brokers.is_empty(), "{mechanism}");
         gateway.stop().await;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rest of a large response, spliced socket to socket (host/src/server/splice.rs), with a
+// client that reads nothing: the stall limit and a stop must end it as they end a write.
+
+/// Bytes put in the topic the splice tests fetch: more than Portcullis' socket send buffer, its
+/// pipe and the client's small receive buffer hold together, so a client that reads nothing
+/// stalls the relay with most of the response still to come.
+const SPLICE_TOPIC_BYTES: usize = 16 << 20;
+/// The relayed-bytes counters are the process'; the splice tests take turns so that each sees
+/// its own bytes spliced.
+static SPLICE_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Creates `topic` (auto-created by a Metadata request straight to Kafka) and produces
+/// [`SPLICE_TOPIC_BYTES`] of 960 KiB records into its partition 0, straight to Kafka.
+async fn fill_topic(topic: &str) {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    let mut direct = KafkaClient::connect(upstream_bootstrap()).await;
+    let name = TopicName(StrBytes::from_string(topic.to_owned()));
+    let metadata = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name.clone()))
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let mut led = false;
+    for _ in 0..100 {
+        let response: MetadataResponse = direct.call(ApiKey::Metadata, 9, &metadata).await;
+        if response.topics.first().is_some_and(|t| {
+            t.error_code == 0 && t.partitions.first().is_some_and(|p| p.leader_id.0 >= 0)
+        }) {
+            led = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(led, "topic {topic} has no leader");
+
+    // One record per batch, each batch just under the broker's `message.max.bytes`.
+    let value = Bytes::from(vec![0x5a; 960 << 10]);
+    let batches = SPLICE_TOPIC_BYTES / value.len() + 1;
+    for _ in 0..batches {
+        let record = Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: -1,
+            timestamp: 0,
+            key: None,
+            value: Some(value.clone()),
+            headers: Default::default(),
+        };
+        let mut batch = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut batch,
+            &[record],
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        let produce = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name.clone())
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.freeze()))])]);
+        let produced: ProduceResponse = direct.call(ApiKey::Produce, 9, &produce).await;
+        let partition = &produced.responses[0].partition_responses[0];
+        assert_eq!(
+            partition.error_code, 0,
+            "producing into {topic}: {:?} {:?}",
+            partition.error_message, partition.record_errors
+        );
+    }
+}
+
+/// A client of the gateway's port for broker `node_id`, logged in, whose socket receives into a
+/// small buffer (no autotuning), so what it does not read stays on Portcullis' side.
+async fn small_buffer_client(gateway: &Gateway, node_id: i32) -> KafkaClient<TcpStream> {
+    let port = gateway.port_base + u16::try_from(node_id).unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(8 << 10).unwrap();
+    let address: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, port).into();
+    let stream = tokio::time::timeout(WAIT, socket.connect(address))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut client = KafkaClient::over(stream);
+    client.login().await;
+    client
+}
+
+/// Sends a Fetch v12 of the whole partition 0 of `topic` and returns at once, reading nothing.
+async fn send_whole_fetch(client: &mut KafkaClient<TcpStream>, topic: &str) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, TopicName};
+
+    let limit = i32::try_from(2 * SPLICE_TOPIC_BYTES).unwrap();
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(limit)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(limit)])]);
+    client.send(ApiKey::Fetch, 12, &fetch).await;
+}
+
+/// Waits until relayed bytes beyond `before` have gone by splice. The counter is the process':
+/// only the splice tests (one at a time, [`SPLICE_TESTS`]) relay responses large enough to be
+/// spliced, so what it gains is theirs.
+async fn wait_for_splice(before: u64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while portcullis_host::server::splice::relayed_bytes().0 <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no byte of the Fetch response was spliced"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (without reading) until the gateway holds no session, that is until the one test
+/// client's connection has ended; returns when it saw that.
+async fn wait_for_no_session(gateway: &Gateway, limit: Duration) -> tokio::time::Instant {
+    let sessions = &gateway.node.services.sessions;
+    let deadline = tokio::time::Instant::now() + limit;
+    while !sessions.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the connection is still open after {limit:?}: its response side did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::Instant::now()
+}
+
+/// Deletes the splice tests' topic, straight on Kafka (16 MiB each).
+async fn delete_topic(topic: &str) {
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+
+    let mut direct = KafkaClient::connect(upstream_bootstrap()).await;
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(StrBytes::from_string(topic.to_owned()))])
+        .with_timeout_ms(10_000);
+    let response: DeleteTopicsResponse = direct.call(ApiKey::DeleteTopics, 4, &request).await;
+    assert_eq!(response.responses[0].error_code, 0, "deleting {topic}");
+}
+
+/// A topic name of its own for each test and run (the suite's Kafka outlives a test binary).
+fn splice_topic(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("splice-{test}-{}-{nanos}", std::process::id())
+}
+
+/// Reads until the connection ends (a close or a reset) and returns (the response's announced
+/// size, the bytes read including its 4-byte size).
+async fn read_until_closed(client: &mut KafkaClient<TcpStream>) -> (usize, usize) {
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 256 << 10];
+    loop {
+        let read = tokio::time::timeout(WAIT, client.stream.read(&mut chunk))
+            .await
+            .expect("the connection was neither closed nor finished");
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+        }
+    }
+    assert!(received.len() >= 4, "not even the response's size arrived");
+    let size = usize::try_from(i32::from_be_bytes(received[..4].try_into().unwrap())).unwrap();
+    (size, received.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn a_client_that_reads_nothing_mid_splice_is_closed_after_the_idle_limit() {
+    let _turn = SPLICE_TESTS.lock().await;
+    let topic = splice_topic("stalled");
+    fill_topic(&topic).await;
+    let upstream = format!("bootstrap_servers = [\"{}\"]", upstream_bootstrap());
+    let gateway =
+        Gateway::start_config(None, &upstream, "[limits]\nconnections_max_idle_ms = 1500").await;
+    let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
+    let mut client = small_buffer_client(&gateway, node_id).await;
+
+    let before = portcullis_host::server::splice::relayed_bytes().0;
+    let sent = tokio::time::Instant::now();
+    send_whole_fetch(&mut client, &topic).await;
+    wait_for_splice(before).await;
+    // Nothing read: Portcullis gives the client up once the idle limit has passed with the
+    // splice waiting on it, and the connection (its session) ends.
+    let closed_after = wait_for_no_session(&gateway, Duration::from_secs(15)).await;
+    assert!(
+        closed_after.duration_since(sent) >= Duration::from_millis(1500),
+        "the connection closed {:?} after the Fetch, before the 1.5 s idle limit",
+        closed_after.duration_since(sent)
+    );
+    let (size, read) = read_until_closed(&mut client).await;
+    assert!(
+        size > SPLICE_TOPIC_BYTES / 2,
+        "the Fetch response is too small ({size} bytes) to have stalled"
+    );
+    assert!(
+        read < 4 + size,
+        "the whole response ({size} bytes) arrived: the stalled client was not given up"
+    );
+
+    // The gateway serves on, and stops cleanly.
+    let mut again = gateway.client().await;
+    again.login().await;
+    assert!(!again.metadata(12).await.brokers.is_empty());
+    gateway.stop().await;
+    delete_topic(&topic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn a_session_revoked_mid_splice_is_closed_at_once() {
+    let _turn = SPLICE_TESTS.lock().await;
+    let topic = splice_topic("revoked");
+    fill_topic(&topic).await;
+    // The idle limit is the default ten minutes: only the revocation can end this response.
+    let gateway = Gateway::start(None).await;
+    let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
+    let mut client = small_buffer_client(&gateway, node_id).await;
+
+    let before = portcullis_host::server::splice::relayed_bytes().0;
+    send_whole_fetch(&mut client, &topic).await;
+    wait_for_splice(before).await;
+    // As when the user's credential is removed or changed (a store event): the connection
+    // closes at once, and its response side is stopped inside the splice's wait for the client.
+    let revoked = gateway
+        .node
+        .services
+        .sessions
+        .revoke_user_credential(USER, ScramMechanism::Sha512);
+    assert_eq!(revoked, 1, "the client's session was not live");
+    // The connection ends without the client reading a byte: its response side stops inside the
+    // splice, then the lingering close (the close pause, the FIN, at most `LINGER` for the
+    // client's own close) lets it go. A response side that waited on for the client would hold
+    // the session.
+    wait_for_no_session(&gateway, Duration::from_secs(15)).await;
+    let (size, read) = read_until_closed(&mut client).await;
+    assert!(
+        read < 4 + size,
+        "the whole response ({size} bytes) arrived after the session was revoked mid-splice"
+    );
+    gateway.stop().await;
+    delete_topic(&topic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn a_stop_ends_the_server_within_its_grace_period_while_a_spliced_response_is_stalled() {
+    let _turn = SPLICE_TESTS.lock().await;
+    let topic = splice_topic("stopped");
+    fill_topic(&topic).await;
+    let upstream = format!("bootstrap_servers = [\"{}\"]", upstream_bootstrap());
+    // The idle limit is the default ten minutes: the client holds its response up all along.
+    let gateway = Gateway::start_config(None, &upstream, "[shutdown]\ngrace_ms = 1000").await;
+    let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
+    let mut client = small_buffer_client(&gateway, node_id).await;
+
+    let before = portcullis_host::server::splice::relayed_bytes().0;
+    send_whole_fetch(&mut client, &topic).await;
+    wait_for_splice(before).await;
+    // A stop lets the connection go on answering the Fetch it forwarded, for the grace period;
+    // then `serve` returns (and the process exits, which drops the connection; in this test
+    // the connection's task lives on in the test's runtime until the test ends). So this guards
+    // the shutdown's bound with a response stuck in the splice, not the splice's own stop check
+    // (the revocation test above does that).
+    let stopping = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), gateway.stop())
+        .await
+        .expect("the gateway did not stop while a client read nothing of a spliced response");
+    let took = stopping.elapsed();
+    assert!(
+        took >= Duration::from_millis(1000) && took < Duration::from_secs(6),
+        "stopping took {took:?} with a 1 s grace period and a response still owed"
+    );
+    drop(client);
+    delete_topic(&topic).await;
 }
