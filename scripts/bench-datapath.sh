@@ -159,10 +159,14 @@ declare -A PORTCULLIS_PIDS=() BOOTSTRAPS=()
 KAFKA_JAVA_PID=
 PROFILER_PID=
 JAEGER_PID=
+LOAD_PIDS=()
 
 cleanup() {
   local rc=$?
   [[ -n $PROFILER_PID ]] && kill -INT "$PROFILER_PID" 2>/dev/null && wait "$PROFILER_PID" 2>/dev/null
+  local pid
+  # A background function is a subshell: its JVM may be a child of it.
+  for pid in "${LOAD_PIDS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; stop_pid "$pid" 5; done
   local name
   for name in "${!PORTCULLIS_PIDS[@]}"; do
     stop_pid "${PORTCULLIS_PIDS[$name]}" 15
@@ -252,7 +256,9 @@ sasl_config "$CLIENT_CONFIG" "$KAFKA_SASL_USER" "$KAFKA_SASL_PASSWORD"
 sasl_config "$ADMIN_CONFIG" "$KAFKA_ADMIN_USER" "$KAFKA_ADMIN_PASSWORD"
 echo "security.protocol=PLAINTEXT" >"$PLAIN_CONFIG"
 
-JAVA_TOOL=(java -Xms256m -Xmx512m -XX:+UseG1GC "-Dlog4j2.configurationFile=$RUN_DIR/tools-log4j2.properties")
+# An English locale: the tools' figures are parsed (a decimal comma would lose them).
+JAVA_TOOL=(java -Xms256m -Xmx512m -XX:+UseG1GC -Duser.language=en -Duser.country=US
+  "-Dlog4j2.configurationFile=$RUN_DIR/tools-log4j2.properties")
 tool() { "${JAVA_TOOL[@]}" -cp "$TOOL_CLASSES:$KAFKA_LIB/*" DatapathTool "$@"; }
 # The many-client cases: N clients in one JVM, each producer with the default 32 MiB buffer pool
 # (DatapathTool.produceMany says why), so a larger heap; its GC log is kept next to the run's logs.
@@ -468,22 +474,27 @@ fi
 # report sees what it carried and any error it logged. Exits non-zero if any of the three failed.
 latency_under_load() {
   local bootstrap=$1 load_topic=$2 group=$3 prefix=$4 rc=0 load_records producer consumer
-  load_records=$((LOAD_RATE * (latency_warmup + latency_seconds + 8)))
+  # The probe starts 3 s after the load, plus its JVM's start; the load outlasts it.
+  load_records=$((LOAD_RATE * (latency_warmup + latency_seconds + 12)))
   perf_tool ProducerPerformance --topic "$load_topic" --num-records "$load_records" \
     --record-size "$record_size" --throughput "$LOAD_RATE" --bootstrap-server "$bootstrap" \
     --command-config "$CLIENT_CONFIG" --command-property acks=1 batch.size=16384 \
     >"$prefix.load-produce.log" 2>"$prefix.load-produce.stderr" &
   producer=$!
+  LOAD_PIDS+=("$producer")
   perf_tool ConsumerPerformance --bootstrap-server "$bootstrap" --command-config "$CLIENT_CONFIG" \
     --topic "$load_topic" --num-records "$load_records" --group "$group" --timeout 30000 \
     >"$prefix.load-consume.log" 2>"$prefix.load-consume.stderr" &
   consumer=$!
+  LOAD_PIDS+=("$consumer")
   # The load's clients connect and reach their rate before the probe's warm-up begins.
   sleep 3
   tool latency "$bootstrap" "$CLIENT_CONFIG" "$LATENCY_TOPIC" "$latency_rate" "$latency_seconds" \
     "$latency_warmup" "$record_size" "$latency_acks" || rc=$?
   wait "$producer" || { echo "ERROR: the load's producer exited with $?" >&2; rc=1; }
   wait "$consumer" || { echo "ERROR: the load's consumer exited with $?" >&2; rc=1; }
+  LOAD_PIDS=()
+  echo "LOAD-RATE $LOAD_RATE"
   echo "LOAD-RECORDS $load_records"
   sed 's/^/LOAD-PRODUCE /' "$prefix.load-produce.log"
   sed 's/^/LOAD-CONSUME /' "$prefix.load-consume.log"
