@@ -41,9 +41,10 @@
 #   latency-load  (not in the default) the latency probe while the same target carries a load of
 #             --load-fraction of direct Kafka's produce throughput: a ProducerPerformance
 #             (batch.size 16384, acks=1) throttled to that many records/s into a fresh topic, and a
-#             ConsumerPerformance reading them as they come. The rate is calibrated once, before
-#             the rounds, by the same producer unthrottled straight to Kafka's SASL listener; the
-#             report gives the load each run really carried beside the added latency
+#             ConsumerPerformance reading them as they come. The rate is the same round's direct
+#             produce run's (batch.size 16384, acks=1, one client) when the run has that case, else
+#             one calibration run of that producer straight to Kafka's SASL listener before the
+#             rounds; the report gives the load each run asked and carried beside the added latency
 #
 # Usage: scripts/bench-datapath.sh [options]
 #   --records N           records per produce / consume run (default 300000; the issue's
@@ -448,9 +449,20 @@ fi
 if want_case latency || want_case latency-load; then topic_create "$LATENCY_TOPIC" 1; fi
 want_case e2e && topic_create "$E2E_TOPIC" 1
 
-# latency-load: the load's rate, a share of what one producer moves straight to Kafka.
+# latency-load: the load's rate, a share of what one producer moves straight to Kafka. With the
+# produce case's batch.size 16384 × acks=1 in the run, each round takes it from that case's
+# direct run of the same round (just before); otherwise one calibration run, before the rounds.
 LOAD_RATE=0
-if want_case latency-load; then
+load_from_round() { # ROUND: sets LOAD_RATE from the round's direct produce run, if it has one
+  local json=$RUN_DIR/results/produce-b16384-acks1-kafka-r$1.json direct_rate
+  [[ -f $json ]] || return 1
+  direct_rate=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("" if r["errors"] else r["metrics"]["msg_per_s"])' "$json")
+  [[ -n $direct_rate ]] || return 1
+  LOAD_RATE=$(python3 -c "print(max(1, round($load_fraction * $direct_rate)))")
+  echo "load r$1:  latency-load carries $LOAD_RATE records/s of $record_size B each way (produce and consume) = $load_fraction × $direct_rate records/s, this round's direct produce run (batch.size 16384, acks=1)" |
+    tee -a "$RUN_DIR/machine.txt" >&2
+}
+if want_case latency-load && ! { want_case produce && [[ ",$batch_sizes," == *,16384,* && ",$acks_list," == *,1,* ]] && ((${#conn_list[@]} > 0)) && [[ " ${conn_list[*]} " == *" 1 "* ]]; }; then
   log "=== calibrating the load: ProducerPerformance (batch.size 16384, acks=1) straight to Kafka"
   topic_create dp-load-calibration 1
   perf_tool ProducerPerformance --topic dp-load-calibration --num-records "$records" \
@@ -559,6 +571,7 @@ for ((round = 1; round <= rounds; round++)); do
     done
   fi
   if want_case latency-load; then
+    load_from_round "$round" || ((LOAD_RATE > 0)) || die "no direct produce run in round $round to size the load by"
     for target in "${order[@]}"; do
       topic=dp-load-$target-$round
       topic_create "$topic" 1

@@ -224,7 +224,7 @@ def cmd_parse(a):
             metrics, e = parse_latency(out)
             errors += e
             load_metrics, e = parse_load(out)
-            metrics.update(load_metrics)
+            metrics.update(load_metrics, record_size=a.record_size)
         elif a.case == "e2e":
             metrics, e = parse_e2e(out)
         else:
@@ -367,13 +367,14 @@ def latency_table(case, by_target, targets, ok):
     if under_load:
         print("## Added latency under load (open-loop probe, end to end, same run)\n")
         print("The probe ran while the same target carried the load named under \"Machine and run\" "
-              "(a throttled producer and a consumer reading its records); \"load MB/s\" is what "
-              "the load's producer really sent, median over rounds.\n")
+              "(a throttled producer and a consumer reading its records, at a share of the round's "
+              "direct produce throughput); \"load MB/s\" is what the load's producer was asked to "
+              "send and what it sent (ProducerPerformance's MB/s, 2^20 bytes), median over rounds.\n")
     else:
         print("## Added latency at a fixed rate (open-loop probe, end to end, same run)\n")
     print("Per round: the target's percentile minus Kafka's in the same round, in ms, shown as "
           "min / median / max. Absolute values are medians over rounds, in µs.\n")
-    extra = " load MB/s |" if under_load else ""
+    extra = " load MB/s asked / carried |" if under_load else ""
     print(f"| target | p50 µs | p99 µs | p99.9 µs | ack p50 µs | added p50 ms | added p99 ms |{extra} machine busy | load (1 min) |")
     print("|---|---:|---:|---:|---:|---|---|" + ("---:|" if under_load else "") + "---:|---|")
     ref = by_target.get(REFERENCE, {})
@@ -389,7 +390,8 @@ def latency_table(case, by_target, targets, ok):
         print(f"| {target} | {m('p50_us')} | {m('p99_us')} | {m('p999_us')} | {m('ack_p50_us')} | "
               f"{'—' if target == REFERENCE else added('p50_us')} | "
               f"{'—' if target == REFERENCE else added('p99_us')} |"
-              + (f" {m('load_produce_mb_per_s', '{:.1f}')} |" if under_load else "")
+              + (f" {med([r['metrics']['load_rate'] * r['metrics'].get('record_size', 1024) / (1 << 20) for r in good], '{:.1f}')}"
+                 f" / {m('load_produce_mb_per_s', '{:.1f}')} |" if under_load else "")
               + f" {busy} | {load_range(list(runs.values()))} |")
     print()
 
