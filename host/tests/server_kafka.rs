@@ -736,9 +736,6 @@ async fn fill_topic(topic: &str) {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
 
     let mut direct = KafkaClient::connect(upstream_bootstrap()).await;
     let name = TopicName(StrBytes::from_string(topic.to_owned()));
@@ -764,31 +761,6 @@ async fn fill_topic(topic: &str) {
     let value = Bytes::from(vec![0x5a; 960 << 10]);
     let batches = SPLICE_TOPIC_BYTES / value.len() + 1;
     for _ in 0..batches {
-        let record = Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: 0,
-            sequence: -1,
-            timestamp: 0,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        };
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut batch,
-            &[record],
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .unwrap();
         let produce = ProduceRequest::default()
             .with_acks(1)
             .with_timeout_ms(10_000)
@@ -796,7 +768,7 @@ async fn fill_topic(topic: &str) {
                 .with_name(name.clone())
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
-                    .with_records(Some(batch.freeze()))])]);
+                    .with_records(Some(wire_common::one_record_batch(value.clone())))])]);
         let produced: ProduceResponse = direct.call(ApiKey::Produce, 9, &produce).await;
         let partition = &produced.responses[0].partition_responses[0];
         assert_eq!(

@@ -18,7 +18,7 @@ mod wire_common;
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -30,9 +30,6 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -46,35 +43,6 @@ const PASSWORD: &str = "carol-Secret-Value-42";
 const WRONG_PASSWORD: &str = "wrong-Secret-Value-99";
 const ALLOWED: &str = "telemetry-allowed";
 const DENIED: &str = "telemetry-denied";
-fn records() -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 0,
-        key: None,
-        value: Some(Bytes::from_static(b"traced")),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
-
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
     span.attributes
         .iter()
@@ -164,7 +132,9 @@ async fn spans_of_a_login_an_authorized_produce_a_denied_fetch_and_a_failed_logi
             .with_name(TopicName(StrBytes::from_static_str(ALLOWED)))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(0)
-                .with_records(Some(records()))])]);
+                .with_records(Some(wire_common::one_record_batch(
+                    Bytes::from_static(b"traced"),
+                )))])]);
     let (produce_id, produced): (_, ProduceResponse) =
         client.call(ApiKey::Produce, 9, &produce).await;
     assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
