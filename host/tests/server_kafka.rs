@@ -883,22 +883,47 @@ async fn read_until_closed(client: &mut KafkaClient<TcpStream>) -> (usize, usize
     (size, received.len())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
-async fn a_client_that_reads_nothing_mid_splice_is_closed_after_the_idle_limit() {
-    let _turn = SPLICE_TESTS.lock().await;
-    let topic = splice_topic("stalled");
+/// A gateway with a spliced Fetch response held up by its one client, which reads nothing.
+struct StalledSplice {
+    gateway: Gateway,
+    client: KafkaClient<TcpStream>,
+    topic: String,
+    /// When the Fetch was sent.
+    sent: tokio::time::Instant,
+}
+
+/// Fills a topic of its own for `test`, starts a gateway with `extra` config tables, and has a
+/// small-buffer client fetch the whole topic through it, reading nothing; returns once bytes of
+/// the response have gone by splice. The caller holds [`SPLICE_TESTS`].
+async fn stall_a_spliced_response(test: &str, extra: &str) -> StalledSplice {
+    let topic = splice_topic(test);
     fill_topic(&topic).await;
     let upstream = format!("bootstrap_servers = [\"{}\"]", upstream_bootstrap());
-    let gateway =
-        Gateway::start_config(None, &upstream, "[limits]\nconnections_max_idle_ms = 1500").await;
+    let gateway = Gateway::start_config(None, &upstream, extra).await;
     let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
     let mut client = small_buffer_client(&gateway, node_id).await;
-
     let before = portcullis_host::server::splice::relayed_bytes().0;
     let sent = tokio::time::Instant::now();
     send_whole_fetch(&mut client, &topic).await;
     wait_for_splice(before).await;
+    StalledSplice {
+        gateway,
+        client,
+        topic,
+        sent,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
+async fn a_client_that_reads_nothing_mid_splice_is_closed_after_the_idle_limit() {
+    let _turn = SPLICE_TESTS.lock().await;
+    let StalledSplice {
+        gateway,
+        mut client,
+        topic,
+        sent,
+    } = stall_a_spliced_response("stalled", "[limits]\nconnections_max_idle_ms = 1500").await;
     // Nothing read: Portcullis gives the client up once the idle limit has passed with the
     // splice waiting on it, and the connection (its session) ends.
     let closed_after = wait_for_no_session(&gateway, Duration::from_secs(15)).await;
@@ -929,16 +954,13 @@ async fn a_client_that_reads_nothing_mid_splice_is_closed_after_the_idle_limit()
 #[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
 async fn a_session_revoked_mid_splice_is_closed_at_once() {
     let _turn = SPLICE_TESTS.lock().await;
-    let topic = splice_topic("revoked");
-    fill_topic(&topic).await;
     // The idle limit is the default ten minutes: only the revocation can end this response.
-    let gateway = Gateway::start(None).await;
-    let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
-    let mut client = small_buffer_client(&gateway, node_id).await;
-
-    let before = portcullis_host::server::splice::relayed_bytes().0;
-    send_whole_fetch(&mut client, &topic).await;
-    wait_for_splice(before).await;
+    let StalledSplice {
+        gateway,
+        mut client,
+        topic,
+        ..
+    } = stall_a_spliced_response("revoked", "").await;
     // As when the user's credential is removed or changed (a store event): the connection
     // closes at once, and its response side is stopped inside the splice's wait for the client.
     let revoked = gateway
@@ -965,17 +987,13 @@ async fn a_session_revoked_mid_splice_is_closed_at_once() {
 #[ignore = "needs PORTCULLIS_TEST_KAFKA; run by scripts/test.sh"]
 async fn a_stop_ends_the_server_within_its_grace_period_while_a_spliced_response_is_stalled() {
     let _turn = SPLICE_TESTS.lock().await;
-    let topic = splice_topic("stopped");
-    fill_topic(&topic).await;
-    let upstream = format!("bootstrap_servers = [\"{}\"]", upstream_bootstrap());
     // The idle limit is the default ten minutes: the client holds its response up all along.
-    let gateway = Gateway::start_config(None, &upstream, "[shutdown]\ngrace_ms = 1000").await;
-    let node_id = upstream_brokers(&upstream_bootstrap()).await[0].0;
-    let mut client = small_buffer_client(&gateway, node_id).await;
-
-    let before = portcullis_host::server::splice::relayed_bytes().0;
-    send_whole_fetch(&mut client, &topic).await;
-    wait_for_splice(before).await;
+    let StalledSplice {
+        gateway,
+        client,
+        topic,
+        ..
+    } = stall_a_spliced_response("stopped", "[shutdown]\ngrace_ms = 1000").await;
     // A stop lets the connection go on answering the Fetch it forwarded, for the grace period;
     // then `serve` returns (and the process exits, which drops the connection; in this test
     // the connection's task lives on in the test's runtime until the test ends). So this guards
