@@ -67,6 +67,13 @@
 #   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
 #                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
+#   --relay-floor MODES   also measure bare byte relays (targets `relay-<mode>`, MODES from
+#                         tokio-mt, tokio-ct, uring, splice, comma-separated): benches/relay-io's
+#                         relay in front of a SASL listener of Kafka's own that advertises the
+#                         relay's address. It parses nothing, authenticates nothing and copies
+#                         bytes both ways, so it is the least any process in the path adds on this
+#                         machine: the floor under Portcullis' figures. Its CPU and wake-ups are in
+#                         the report's Portcullis columns
 #   --telemetry           also measure, for each Portcullis node of this build, a twin `otel-…`
 #                         that exports every span (trace_sample_ratio = 1.0) and its metrics over
 #                         OTLP/HTTP to a Jaeger all-in-one on loopback (scripts/lib/jaeger.sh,
@@ -109,6 +116,7 @@ cases=consume,produce,latency,e2e
 authorizer=both
 portcullis_bin=
 baseline_bin=
+relay_modes=
 telemetry=0
 profile=
 keep=0
@@ -132,6 +140,7 @@ while (($#)); do
     --authorizer) authorizer=${2:?}; shift ;;
     --portcullis-bin) portcullis_bin=${2:?}; shift ;;
     --baseline-bin) baseline_bin=${2:?}; shift ;;
+    --relay-floor) relay_modes=${2:?}; shift ;;
     --telemetry) telemetry=1 ;;
     --profile) profile=${2:?}; shift ;;
     --keep) keep=1 ;;
@@ -152,6 +161,10 @@ for n in "${conn_list[@]}"; do
 done
 case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
 case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
+IFS=, read -r -a relay_list <<<"$relay_modes"
+for mode in "${relay_list[@]}"; do
+  case $mode in tokio-mt | tokio-ct | uring | splice) ;; *) die "--relay-floor: unknown mode $mode (tokio-mt, tokio-ct, uring, splice)" ;; esac
+done
 want_case() { [[ ",$cases," == *",$1,"* ]]; }
 
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/portcullis-datapath.XXXXXX")
@@ -180,7 +193,9 @@ cleanup() {
   if ((rc != 0)); then
     kafka_dump_log 40
     for name in "${!PORTCULLIS_PIDS[@]}"; do
-      [[ -f $RUN_DIR/$name/portcullis.log ]] && tail -n 40 "$RUN_DIR/$name/portcullis.log" >&2
+      for f in "$RUN_DIR/$name/portcullis.log" "$RUN_DIR/$name/relay.log"; do
+        [[ -f $f ]] && tail -n 40 "$f" >&2
+      done
     done
     log "run directory kept: $RUN_DIR"
   elif ((keep)) || [[ -n $profile ]]; then
@@ -207,6 +222,11 @@ if [[ -n $baseline_bin ]]; then
   [[ -x $baseline_bin ]] || die "no portcullis binary at $baseline_bin"
   baseline_bin=$(cd "$(dirname "$baseline_bin")" && pwd)/$(basename "$baseline_bin")
 fi
+if ((${#relay_list[@]})); then
+  log "=== building the bare relay (benches/relay-io)"
+  cargo build --release -p portcullis-bench-relay-io --bin relay-io
+  relay_bin=$TARGET_DIR/release/relay-io
+fi
 
 require_tools java javac python3
 ensure_kafka_deps
@@ -226,7 +246,7 @@ if [[ $profile == strace ]]; then require_tools strace; fi
 # ---------------------------------------------------------------------------------------------
 # 2. Kafka, client configs, Portcullis nodes
 
-kafka_start "$RUN_DIR/kafka"
+KAFKA_RELAYS=${#relay_list[@]} kafka_start "$RUN_DIR/kafka"
 KAFKA_JAVA_PID=$(kafka_java_pid "$KAFKA_PID") || die "cannot find Kafka's JVM under pid $KAFKA_PID"
 
 # The client tools log WARN and above to stderr (kept per run; ERROR lines fail the run).
@@ -300,6 +320,20 @@ super_users = [\"User:$KAFKA_ADMIN_USER\"]"
 }
 start_nodes "" "$portcullis_bin"
 [[ -n $baseline_bin ]] && start_nodes base- "$baseline_bin"
+# The bare relays, each in front of the Kafka listener that advertises its address.
+read -r -a relayed_bootstraps <<<"${KAFKA_RELAYED_BOOTSTRAPS:-}"
+read -r -a relay_addresses <<<"${KAFKA_RELAY_ADDRESSES:-}"
+for i in "${!relay_list[@]}"; do
+  name=relay-${relay_list[$i]}
+  mkdir -p "$RUN_DIR/$name"
+  "$relay_bin" relay --mode "${relay_list[$i]}" --listen "${relay_addresses[$i]}" \
+    --upstream "${relayed_bootstraps[$i]}" >"$RUN_DIR/$name/relay.log" 2>&1 &
+  PORTCULLIS_PIDS[$name]=$!
+  wait_for_port 127.0.0.1 "${relay_addresses[$i]##*:}" 30 "${PORTCULLIS_PIDS[$name]}" ||
+    die "the $name relay did not listen (log: $RUN_DIR/$name/relay.log)"
+  BOOTSTRAPS[$name]=${relay_addresses[$i]}
+  targets+=("$name")
+done
 if ((telemetry)); then
   # Jaeger v2 with an OTLP/HTTP receiver and in-memory storage; its own telemetry off.
   jaeger_bin=$(scripts/lib/jaeger.sh)
@@ -330,6 +364,9 @@ machine_info() {
   echo "checkout:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
   # A binary passed in may come from elsewhere: a COMMIT file next to it says what it was built from.
   echo "binary:    $portcullis_bin$(binary_origin "$portcullis_bin")${baseline_bin:+ (targets portcullis*); baseline $baseline_bin$(binary_origin "$baseline_bin") (targets base-portcullis*)}"
+  if ((${#relay_list[@]})); then
+    echo "relays:    benches/relay-io relay --mode {$relay_modes} (targets relay-*): bare byte relays in front of Kafka listeners that advertise them; their CPU and wake-ups are in the Portcullis columns"
+  fi
   echo "nproc:     $(nproc)"
   echo "cpu:       $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "kernel:    $(uname -r)"

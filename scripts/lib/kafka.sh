@@ -30,6 +30,11 @@
 #   KAFKA_ADMIN_USER / KAFKA_ADMIN_PASSWORD the same for an admin user
 #   KAFKA_ACL_USERS        "user:password ..." SCRAM users with no rights of their own (differential
 #                          authorization tests, tests/differential)
+#   KAFKA_RELAYED_BOOTSTRAPS  "127.0.0.1:<port> ...": KAFKA_RELAYS SASL_PLAINTEXT listeners (RELAYED0,
+#                          RELAYED1, …; the SASL listener's mechanisms and users), the i-th advertised
+#                          at the i-th address of KAFKA_RELAY_ADDRESSES; empty when KAFKA_RELAYS=0
+#   KAFKA_RELAY_ADDRESSES  "127.0.0.1:<port> ...": where the caller's relays must listen (free ports,
+#                          picked with the broker's own, so no two collide)
 #   KAFKA_OAUTH_BOOTSTRAP  127.0.0.1:<port>  SASL_PLAINTEXT listener (named OAUTH) with OAUTHBEARER only,
 #                          validated by Kafka's own OAuthBearerValidatorCallbackHandler (KIP-768) against
 #                          $KAFKA_OAUTH_JWKS_URL; empty unless KAFKA_OAUTH_JWKS_URL is set (below)
@@ -45,6 +50,10 @@
 # KAFKA_EXTRA_PROPERTIES (optional): lines appended to server.properties, for a test's own broker
 # (tests/interop/own_kafka.py) that needs a setting the shared one must not have, e.g.
 # delegation.token.expiry.time.ms shorter than the token's maximum lifetime.
+#
+# KAFKA_RELAYS (optional, default 0): how many byte relays the caller puts in front of the broker
+# (scripts/bench-datapath.sh --relay-floor). Each gets a listener of its own whose Metadata names
+# the relay's address, so a client that bootstraps through a relay stays on it.
 #
 # KAFKA_OAUTH_JWKS_URL (optional): adds the OAUTH listener, whose tokens are checked against this
 # key set (scripts/lib/oidc.sh's provider: scripts/test.sh sets it to OIDC_KAFKA_JWKS_URL), with
@@ -128,7 +137,7 @@ kafka_make_tls() {
 
 kafka_write_config() {
   local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 ssl_port=$4 sasl_ssl_port=$5 reauth_port=${6:-}
-  local oauth_port=${7:-}
+  local oauth_port=${7:-} relayed_ports=${8:-} relay_addresses=${9:-}
   # The optional REAUTH listener: a SASL_PLAINTEXT listener of its own, so its session lifetime
   # leaves the main SASL listener's behaviour alone.
   local reauth_listener='' reauth_map=''
@@ -141,6 +150,21 @@ kafka_write_config() {
     reauth_listener+=",OAUTH://127.0.0.1:$oauth_port"
     reauth_map+=",OAUTH:SASL_PLAINTEXT"
   fi
+  # The optional RELAYED<i> listeners, advertised at the relays' addresses.
+  local relayed_listeners='' relayed_advertised='' relayed_jaas='' i=0 port advertised
+  local -a relayed_addresses
+  read -r -a relayed_addresses <<<"$relay_addresses"
+  for port in $relayed_ports; do
+    advertised=${relayed_addresses[$i]}
+    relayed_listeners+=",RELAYED$i://127.0.0.1:$port"
+    relayed_advertised+=",RELAYED$i://$advertised"
+    reauth_map+=",RELAYED$i:SASL_PLAINTEXT"
+    relayed_jaas+="listener.name.relayed$i.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.relayed$i.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.relayed$i.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}=\"${KAFKA_ADMIN_PASSWORD}\" user_${KAFKA_SASL_USER}=\"${KAFKA_SASL_PASSWORD}\";
+"
+    i=$((i + 1))
+  done
   cat >"$dir/log4j2.properties" <<PROPS
 status = warn
 appender.console.type = Console
@@ -178,8 +202,8 @@ PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$ctl_port
-listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port,CONTROLLER://127.0.0.1:$ctl_port$reauth_listener
-advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port$reauth_listener
+listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port,CONTROLLER://127.0.0.1:$ctl_port$reauth_listener$relayed_listeners
+advertised.listeners=PLAINTEXT://127.0.0.1:$plain_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port,SSL://127.0.0.1:$ssl_port,SASL_SSL://127.0.0.1:$sasl_ssl_port$reauth_listener$relayed_advertised
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT$reauth_map
 ssl.keystore.type=PEM
 ssl.keystore.location=$dir/tls/broker-keystore.pem
@@ -219,6 +243,7 @@ PROPS
   if [[ -n ${KAFKA_EXTRA_PROPERTIES:-} ]]; then
     printf '%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$dir/server.properties"
   fi
+  printf '%s' "$relayed_jaas" >>"$dir/server.properties"
   if [[ -n $reauth_port ]]; then
     cat >>"$dir/server.properties" <<PROPS
 listener.name.reauth.connections.max.reauth.ms=$KAFKA_REAUTH_MS
@@ -253,13 +278,22 @@ kafka_start() {
   export KAFKA_RUN_DIR KAFKA_LOG
 
   local ports plain_port sasl_port ctl_port ssl_port sasl_ssl_port reauth_port='' oauth_port=''
-  mapfile -t ports < <(free_ports 7)
-  ((${#ports[@]} == 7)) || die "could not pick free ports"
+  local relays=${KAFKA_RELAYS:-0}
+  [[ $relays =~ ^[0-9]+$ ]] || die "KAFKA_RELAYS must be a number"
+  local wanted=$((7 + 2 * relays))
+  mapfile -t ports < <(free_ports "$wanted")
+  ((${#ports[@]} == wanted)) || die "could not pick free ports"
   plain_port=${ports[0]} sasl_port=${ports[1]} ctl_port=${ports[2]} ssl_port=${ports[3]} sasl_ssl_port=${ports[4]}
   if ((KAFKA_REAUTH_MS > 0)); then reauth_port=${ports[5]}; fi
   if [[ -n ${KAFKA_OAUTH_JWKS_URL:-} ]]; then oauth_port=${ports[6]}; fi
   kafka_make_tls "$KAFKA_RUN_DIR/tls"
-  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$ssl_port" "$sasl_ssl_port" "$reauth_port" "$oauth_port"
+  # Per relay: the broker's listener for it, and the port the relay listens on (advertised).
+  local relayed_ports=${ports[*]:7:relays} port relayed=() relay_addresses=()
+  for port in $relayed_ports; do relayed+=("127.0.0.1:$port"); done
+  for port in "${ports[@]:7+relays:relays}"; do relay_addresses+=("127.0.0.1:$port"); done
+  kafka_write_config "$plain_port" "$sasl_port" "$ctl_port" "$ssl_port" "$sasl_ssl_port" "$reauth_port" "$oauth_port" \
+    "$relayed_ports" "${relay_addresses[*]}"
+  export KAFKA_RELAYED_BOOTSTRAPS="${relayed[*]}" KAFKA_RELAY_ADDRESSES="${relay_addresses[*]}"
   export KAFKA_BOOTSTRAP="127.0.0.1:$plain_port"
   export KAFKA_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
   export KAFKA_SSL_BOOTSTRAP="127.0.0.1:$ssl_port"
