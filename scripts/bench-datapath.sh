@@ -68,7 +68,7 @@
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
 #                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
 #   --relay-floor MODES   also measure bare byte relays (targets `relay-<mode>`, MODES from
-#                         tokio-mt, tokio-ct, uring, splice, comma-separated): benches/relay-io's
+#                         tokio-mt, tokio-ct, uring, splice, one-task, comma-separated): benches/relay-io's
 #                         relay in front of a SASL listener of Kafka's own that advertises the
 #                         relay's address. It parses nothing, authenticates nothing and copies
 #                         bytes both ways, so it is the least any process in the path adds on this
@@ -163,7 +163,7 @@ case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl
 case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
 IFS=, read -r -a relay_list <<<"$relay_modes"
 for mode in "${relay_list[@]}"; do
-  case $mode in tokio-mt | tokio-ct | uring | splice) ;; *) die "--relay-floor: unknown mode $mode (tokio-mt, tokio-ct, uring, splice)" ;; esac
+  case $mode in tokio-mt | tokio-ct | uring | splice | one-task) ;; *) die "--relay-floor: unknown mode $mode (tokio-mt, tokio-ct, uring, splice, one-task)" ;; esac
 done
 want_case() { [[ ",$cases," == *",$1,"* ]]; }
 

@@ -424,7 +424,10 @@ def cmd_report(a):
               "switches of all the server's threads during the run (a thread that blocks, e.g. in "
               "epoll_wait or on a futex, and needs a wake-up to go on) per GiB moved, median over "
               "rounds; involuntary switches (preemptions) are in \"Every run\". Cases with a suffix "
-              "-c<N> run N clients, each with its own connections.\n")
+              "-c<N> run N clients, each with its own connections."
+              + (" Targets relay-<mode> are bare byte relays (benches/relay-io, --relay-floor): "
+                 "their CPU and wake-ups are in the Portcullis columns."
+                 if any(t.startswith("relay-") for t in targets) else "") + "\n")
         print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | client CPU s/GiB | Kafka wake-ups/GiB | Portcullis wake-ups/GiB | machine busy | load (1 min) |")
         print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
         for case in throughput:

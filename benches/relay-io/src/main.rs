@@ -3,11 +3,12 @@
 //! if it wins on the kernel it runs on. A `splice(2)` mode on tokio shows what removing the
 //! relay's copies through user space is worth.
 //!
-//! - `relay-io relay --mode tokio-mt|tokio-ct|uring|splice --listen ADDR --upstream ADDR` is the
-//!   relay under test: per accepted connection it connects to the upstream and copies bytes both
-//!   ways, one task per direction, reading up to 256 KiB and writing what was read (the shape of
-//!   Portcullis' request and response sides, without the Kafka parsing); `splice` moves them
-//!   socket → pipe → socket with splice(2) instead, without copying them through user space.
+//! - `relay-io relay --mode tokio-mt|tokio-ct|uring|splice|one-task --listen ADDR --upstream ADDR`
+//!   is the relay under test: per accepted connection it connects to the upstream and copies bytes
+//!   both ways, one task per direction, reading up to 256 KiB and writing what was read (the shape
+//!   of Portcullis' request and response sides, without the Kafka parsing); `splice` moves them
+//!   socket → pipe → socket with splice(2) instead, without copying them through user space;
+//!   `one-task` drives both directions from one task.
 //! - `relay-io bench` is the harness: a synthetic broker and the consumers run in its process,
 //!   each relay in a child process of its own, so the relay's CPU time and context switches can
 //!   be read from /proc alone. Every run is compared with the consumers talking to the broker
@@ -39,6 +40,9 @@ pub enum Mode {
     /// tokio multi-thread like tokio-mt, the bytes moved with splice(2) through a pipe per
     /// direction: no copy through user space.
     Splice,
+    /// tokio multi-thread like tokio-mt, but one task per connection drives both directions
+    /// (`copy_bidirectional`): the design issue 24's item 1 proposes, without Portcullis around it.
+    OneTask,
 }
 
 impl Mode {
@@ -49,6 +53,7 @@ impl Mode {
             Mode::TokioCt => "tokio-ct",
             Mode::Uring => "uring",
             Mode::Splice => "splice",
+            Mode::OneTask => "one-task",
         }
     }
 }

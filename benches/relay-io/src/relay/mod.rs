@@ -1,10 +1,11 @@
 //! The relay under test: an L4 relay that, for every accepted connection, connects to the
 //! upstream and copies bytes both ways until either side closes.
 //!
-//! Each mode keeps the shape of Portcullis' data path: one task per direction (its request and
-//! response sides), each reading up to [`READ_BYTES`] and writing what it read before reading
+//! Each mode but `one-task` keeps the shape of Portcullis' data path: one task per direction (its
+//! request and response sides), each reading up to [`READ_BYTES`] and writing what it read before reading
 //! again (`splice`: moving up to [`READ_BYTES`] into a pipe, and all of it out before the next),
-//! with `TCP_NODELAY` on both sockets. The first direction to end (end of stream or an error)
+//! with `TCP_NODELAY` on both sockets (`one-task` polls both directions from one task, with a
+//! buffer of [`READ_BYTES`] each). The first direction to end (end of stream or an error)
 //! ends the connection: both sockets are closed, so each peer sees the close.
 
 mod on_tokio;
@@ -18,7 +19,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::{Mode, LISTENING_PREFIX};
-use on_tokio::Transfer;
+use on_tokio::{Tasks, Transfer};
 
 /// The most one read takes: what Portcullis' response side offers a read while a response is
 /// awaited (host/src/server/responses.rs, `RESPONSE_READ`), so one read takes as much of a large
@@ -44,19 +45,25 @@ pub fn run(args: &RelayArgs) -> Result<()> {
     match args.mode {
         Mode::TokioMt => on_tokio::run(
             tokio::runtime::Builder::new_multi_thread(),
-            Transfer::Buffered,
+            Tasks::PerDirection(Transfer::Buffered),
             args.listen,
             args.upstream,
         ),
         Mode::TokioCt => on_tokio::run(
             tokio::runtime::Builder::new_current_thread(),
-            Transfer::Buffered,
+            Tasks::PerDirection(Transfer::Buffered),
             args.listen,
             args.upstream,
         ),
         Mode::Splice => on_tokio::run(
             tokio::runtime::Builder::new_multi_thread(),
-            Transfer::Splice,
+            Tasks::PerDirection(Transfer::Splice),
+            args.listen,
+            args.upstream,
+        ),
+        Mode::OneTask => on_tokio::run(
+            tokio::runtime::Builder::new_multi_thread(),
+            Tasks::OneForBoth,
             args.listen,
             args.upstream,
         ),

@@ -1,7 +1,9 @@
 //! The relay on tokio (epoll readiness), on the split halves of the two sockets: either
 //! `read_buf` into a `BytesMut` and `write_all` of what was read, as Portcullis does, or
 //! `splice(2)` through a pipe ([`super::splice`]). Everything else — the runtime, the connection
-//! setup, one task per direction, how a connection ends — is the same for both.
+//! setup, one task per direction, how a connection ends — is the same for both. `OneTask` is the
+//! exception: one task polls both directions (`copy_bidirectional`), so a request and its
+//! response never hand over between tasks.
 
 use std::net::SocketAddr;
 
@@ -22,10 +24,19 @@ pub enum Transfer {
     Splice,
 }
 
+/// Which tasks move a connection's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tasks {
+    /// One task per direction, each moving its bytes the way the [`Transfer`] says.
+    PerDirection(Transfer),
+    /// One task polls both directions, each through a user-space buffer.
+    OneForBoth,
+}
+
 /// Builds the runtime (multi-thread or current-thread) and relays until the process is killed.
 pub fn run(
     mut builder: tokio::runtime::Builder,
-    transfer: Transfer,
+    tasks: Tasks,
     listen: SocketAddr,
     upstream: SocketAddr,
 ) -> Result<()> {
@@ -33,10 +44,10 @@ pub fn run(
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    runtime.block_on(accept_loop(transfer, listen, upstream))
+    runtime.block_on(accept_loop(tasks, listen, upstream))
 }
 
-async fn accept_loop(transfer: Transfer, listen: SocketAddr, upstream: SocketAddr) -> Result<()> {
+async fn accept_loop(tasks: Tasks, listen: SocketAddr, upstream: SocketAddr) -> Result<()> {
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -44,16 +55,16 @@ async fn accept_loop(transfer: Transfer, listen: SocketAddr, upstream: SocketAdd
     loop {
         let (client, _) = listener.accept().await.context("accepting a connection")?;
         tokio::spawn(async move {
-            if let Err(e) = connection(transfer, client, upstream).await {
+            if let Err(e) = connection(tasks, client, upstream).await {
                 report_connection_error(&e);
             }
         });
     }
 }
 
-/// Relays one client connection: two tasks, one per direction. The first to end ends the
+/// Relays one client connection: two tasks, one per direction (or one for both). The first to end ends the
 /// connection; aborting the other drops its halves, so both sockets close.
-async fn connection(transfer: Transfer, client: TcpStream, upstream: SocketAddr) -> Result<()> {
+async fn connection(tasks: Tasks, client: TcpStream, upstream: SocketAddr) -> Result<()> {
     let server = TcpStream::connect(upstream)
         .await
         .with_context(|| format!("connecting to the upstream {upstream}"))?;
@@ -63,6 +74,10 @@ async fn connection(transfer: Transfer, client: TcpStream, upstream: SocketAddr)
     server
         .set_nodelay(true)
         .context("TCP_NODELAY on the upstream socket")?;
+    let transfer = match tasks {
+        Tasks::OneForBoth => return one_task(client, server).await,
+        Tasks::PerDirection(transfer) => transfer,
+    };
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let mut requests = tokio::spawn(one_way(
@@ -96,6 +111,16 @@ async fn one_way(
         Transfer::Buffered => copy(from, to, direction).await,
         Transfer::Splice => splice::copy(from, to, direction).await,
     }
+}
+
+/// Relays both directions from this one task until either side ends. tokio's
+/// `copy_bidirectional` shuts the other side's write half down at one side's end of stream and
+/// goes on until both ends; a Kafka connection ends both ways at once, so that is the same end.
+async fn one_task(mut client: TcpStream, mut server: TcpStream) -> Result<()> {
+    tokio::io::copy_bidirectional_with_sizes(&mut client, &mut server, READ_BYTES, READ_BYTES)
+        .await
+        .context("relaying both directions in one task")?;
+    Ok(())
 }
 
 /// Copies one direction until end of stream: each read takes what the socket holds, up to
