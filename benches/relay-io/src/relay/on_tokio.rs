@@ -62,8 +62,8 @@ async fn accept_loop(tasks: Tasks, listen: SocketAddr, upstream: SocketAddr) -> 
     }
 }
 
-/// Relays one client connection: two tasks, one per direction (or one for both). The first to end ends the
-/// connection; aborting the other drops its halves, so both sockets close.
+/// Relays one client connection: two tasks, one per direction (or one for both). The first to
+/// end ends the connection; aborting the other drops its halves, so both sockets close.
 async fn connection(tasks: Tasks, client: TcpStream, upstream: SocketAddr) -> Result<()> {
     let server = TcpStream::connect(upstream)
         .await
@@ -144,5 +144,88 @@ async fn copy(
         to.write_all(&buffer)
             .await
             .with_context(|| format!("{direction}: writing {read} bytes"))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream that answers every byte it receives with that byte plus one, until the end of
+    /// its stream; so a relay that swapped, lost or echoed bytes is caught.
+    async fn upstream() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                // The relay's close may come as a reset: that ends the upstream too.
+                let read = socket.read(&mut buffer).await.unwrap_or(0);
+                if read == 0 {
+                    return;
+                }
+                for byte in &mut buffer[..read] {
+                    *byte = byte.wrapping_add(1);
+                }
+                if socket.write_all(&buffer[..read]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        address
+    }
+
+    /// Sends 1 MiB through a relay of the given tasks (more than the sockets' buffers hold, so
+    /// both directions must move at once) and checks every byte of the answer. Then the client
+    /// closes, as a Kafka client does (never half-closing), and the relay must end.
+    async fn relays_both_ways(tasks: Tasks) {
+        let upstream = upstream().await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay_address = listener.local_addr().unwrap();
+        let relay = tokio::spawn(async move {
+            let (client, _) = listener.accept().await.unwrap();
+            connection(tasks, client, upstream).await
+        });
+        let client = TcpStream::connect(relay_address).await.unwrap();
+        let (mut reader, mut writer) = client.into_split();
+        let sent: Vec<u8> = (0..1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+        let expected: Vec<u8> = sent.iter().map(|b| b.wrapping_add(1)).collect();
+        let writing = tokio::spawn(async move {
+            writer.write_all(&sent).await.unwrap();
+            writer
+        });
+        let mut received = vec![0u8; expected.len()];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            reader.read_exact(&mut received),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{tasks:?}: the answer did not come back"))
+        .unwrap();
+        assert!(received == expected, "{tasks:?}: bytes changed");
+        drop((reader, writing.await.unwrap()));
+        // The connection's end may reach the relay as an end of stream or as a reset; either way
+        // it must stop relaying.
+        tokio::time::timeout(std::time::Duration::from_secs(10), relay)
+            .await
+            .expect("the relay did not end after the client closed")
+            .unwrap()
+            .ok();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_buffered_relay_moves_every_byte_both_ways() {
+        relays_both_ways(Tasks::PerDirection(Transfer::Buffered)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_splice_relay_moves_every_byte_both_ways() {
+        relays_both_ways(Tasks::PerDirection(Transfer::Splice)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_one_task_relay_moves_every_byte_both_ways() {
+        relays_both_ways(Tasks::OneForBoth).await;
     }
 }
