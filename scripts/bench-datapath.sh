@@ -6,12 +6,13 @@
 #
 #   1. builds the release `portcullis` (or takes --portcullis-bin) and compiles
 #      benches/datapath/DatapathTool.java (topics, ACLs, the open-loop latency probe);
-#   2. starts one Kafka 4.4 (scripts/lib/kafka.sh) and one Portcullis per authorizer setting, in
-#      front of Kafka's PLAINTEXT listener; the `acl` node gets prefixed ACLs for the client user
-#      through its own CreateAcls (the user is a super user on Kafka, as Portcullis' upstream is);
+#   2. starts one Kafka 4.4 (scripts/lib/kafka.sh), the bare relays of --relay-floor, and one
+#      Portcullis per authorizer setting, in front of Kafka's PLAINTEXT listener; the `acl` node
+#      gets prefixed ACLs for the client user through its own CreateAcls (the user is a super
+#      user on Kafka, as Portcullis' upstream is);
 #   3. fills one topic for the consume case per --connections value (straight to Kafka), then for
 #      every round, every case and every target (the target order rotates each round) runs the
-#      case and reads the CPU time of the Kafka JVM and of the Portcullis under test from
+#      case and reads the CPU time of the Kafka JVM and of the Portcullis (or relay) under test from
 #      /proc/PID/stat, their context switches (summed over /proc/PID/task/*/status), the CPU time
 #      of the client tool (this shell's waited-for children), and how busy the whole machine was
 #      (/proc/stat);
@@ -67,13 +68,15 @@
 #   --portcullis-bin P    use this binary instead of building one (e.g. a saved baseline)
 #   --baseline-bin P      also measure this second binary (targets `base-portcullis`,
 #                         `base-portcullis-acl`) in the same rounds: an A/B of two builds
-#   --relay-floor MODES   also measure bare byte relays (targets `relay-<mode>`, MODES from
-#                         tokio-mt, tokio-ct, uring, splice, one-task, comma-separated): benches/relay-io's
-#                         relay in front of a SASL listener of Kafka's own that advertises the
-#                         relay's address. It parses nothing, authenticates nothing and copies
-#                         bytes both ways, so it is the least any process in the path adds on this
-#                         machine: the floor under Portcullis' figures. Its CPU and wake-ups are in
-#                         the report's Portcullis columns
+#   --relay-floor MODES   also measure bare byte relays (targets `relay-<mode>`; MODES from
+#                         tokio-mt, tokio-ct, uring, splice, one-task, comma-separated, each once):
+#                         benches/relay-io's relay in front of a SASL listener of Kafka's own that
+#                         advertises the relay's address. It parses and authenticates nothing and
+#                         moves bytes both ways: what a process in the path costs before it does
+#                         any of Portcullis' work, a reference point beside Portcullis' figures
+#                         (not a bound: Portcullis splices large responses, `tokio-mt` copies
+#                         them). Its CPU and wake-ups are in the report's Portcullis columns, and
+#                         --profile attaches to it as to a Portcullis node
 #   --telemetry           also measure, for each Portcullis node of this build, a twin `otel-…`
 #                         that exports every span (trace_sample_ratio = 1.0) and its metrics over
 #                         OTLP/HTTP to a Jaeger all-in-one on loopback (scripts/lib/jaeger.sh,
@@ -162,8 +165,14 @@ done
 case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
 case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
 IFS=, read -r -a relay_list <<<"$relay_modes"
+declare -A relay_seen=()
 for mode in "${relay_list[@]}"; do
-  case $mode in tokio-mt | tokio-ct | uring | splice | one-task) ;; *) die "--relay-floor: unknown mode $mode (tokio-mt, tokio-ct, uring, splice, one-task)" ;; esac
+  case $mode in
+    tokio-mt | tokio-ct | uring | splice | one-task) ;;
+    *) die "--relay-floor: unknown mode $mode (tokio-mt, tokio-ct, uring, splice, one-task)" ;;
+  esac
+  [[ -z ${relay_seen[$mode]:-} ]] || die "--relay-floor: $mode is named twice"
+  relay_seen[$mode]=1
 done
 want_case() { [[ ",$cases," == *",$1,"* ]]; }
 
@@ -244,10 +253,36 @@ if [[ $profile == perf || $profile == stat ]]; then require_tools perf; fi
 if [[ $profile == strace ]]; then require_tools strace; fi
 
 # ---------------------------------------------------------------------------------------------
-# 2. Kafka, client configs, Portcullis nodes
+# 2. Kafka, the bare relays (--relay-floor), client configs, Portcullis nodes
 
 KAFKA_RELAYS=${#relay_list[@]} kafka_start "$RUN_DIR/kafka"
 KAFKA_JAVA_PID=$(kafka_java_pid "$KAFKA_PID") || die "cannot find Kafka's JVM under pid $KAFKA_PID"
+# The bare relays (--relay-floor), each in front of the Kafka listener that advertises its
+# address. Started before anything else takes ports: kafka_start picked theirs, and only a bind
+# holds a port. Each must print its own listening line (a connect could reach another server on a
+# port taken in between), and Metadata through it must name it, so that a client that bootstraps
+# through a relay stays on that relay.
+read -r -a relayed_bootstraps <<<"${KAFKA_RELAYED_BOOTSTRAPS:-}"
+read -r -a relay_addresses <<<"${KAFKA_RELAY_ADDRESSES:-}"
+for i in "${!relay_list[@]}"; do
+  name=relay-${relay_list[$i]}
+  mkdir -p "$RUN_DIR/$name"
+  "$relay_bin" relay --mode "${relay_list[$i]}" --listen "${relay_addresses[$i]}" \
+    --upstream "${relayed_bootstraps[$i]}" >"$RUN_DIR/$name/relay.log" 2>&1 &
+  PORTCULLIS_PIDS[$name]=$!
+  deadline=$((SECONDS + 30))
+  until grep -qx "listening ${relay_addresses[$i]}" "$RUN_DIR/$name/relay.log"; do
+    kill -0 "${PORTCULLIS_PIDS[$name]}" 2>/dev/null && ((SECONDS < deadline)) ||
+      die "the $name relay did not listen on ${relay_addresses[$i]} (log: $RUN_DIR/$name/relay.log)"
+    sleep 0.1
+  done
+  metadata=$(kcat -L -b "${relay_addresses[$i]}" -m 10 -X security.protocol=SASL_PLAINTEXT \
+    -X sasl.mechanisms=PLAIN -X "sasl.username=$KAFKA_SASL_USER" -X "sasl.password=$KAFKA_SASL_PASSWORD" 2>&1) ||
+    true
+  [[ $metadata == *"broker 1 at ${relay_addresses[$i]}"* ]] ||
+    die "Metadata through the $name relay does not name the relay (${relay_addresses[$i]}): $metadata"
+  BOOTSTRAPS[$name]=${relay_addresses[$i]}
+done
 
 # The client tools log WARN and above to stderr (kept per run; ERROR lines fail the run).
 cat >"$RUN_DIR/tools-log4j2.properties" <<'PROPS'
@@ -320,20 +355,7 @@ super_users = [\"User:$KAFKA_ADMIN_USER\"]"
 }
 start_nodes "" "$portcullis_bin"
 [[ -n $baseline_bin ]] && start_nodes base- "$baseline_bin"
-# The bare relays, each in front of the Kafka listener that advertises its address.
-read -r -a relayed_bootstraps <<<"${KAFKA_RELAYED_BOOTSTRAPS:-}"
-read -r -a relay_addresses <<<"${KAFKA_RELAY_ADDRESSES:-}"
-for i in "${!relay_list[@]}"; do
-  name=relay-${relay_list[$i]}
-  mkdir -p "$RUN_DIR/$name"
-  "$relay_bin" relay --mode "${relay_list[$i]}" --listen "${relay_addresses[$i]}" \
-    --upstream "${relayed_bootstraps[$i]}" >"$RUN_DIR/$name/relay.log" 2>&1 &
-  PORTCULLIS_PIDS[$name]=$!
-  wait_for_port 127.0.0.1 "${relay_addresses[$i]##*:}" 30 "${PORTCULLIS_PIDS[$name]}" ||
-    die "the $name relay did not listen (log: $RUN_DIR/$name/relay.log)"
-  BOOTSTRAPS[$name]=${relay_addresses[$i]}
-  targets+=("$name")
-done
+for mode in "${relay_list[@]}"; do targets+=("relay-$mode"); done
 if ((telemetry)); then
   # Jaeger v2 with an OTLP/HTTP receiver and in-memory storage; its own telemetry off.
   jaeger_bin=$(scripts/lib/jaeger.sh)

@@ -23,7 +23,8 @@ import statistics
 import sys
 
 GIB = 1 << 30
-# The Kafka side: the SASL listener straight; every other target is a Portcullis node.
+# The Kafka side: the SASL listener straight; every other target is a Portcullis node, or a bare
+# relay (relay-<mode>, --relay-floor) whose CPU and switches fill the Portcullis fields.
 REFERENCE = "kafka"
 # A throughput case and its number of client connections: consume, consume-c4,
 # produce-b16384-acks1, produce-b16384-acks1-c50.

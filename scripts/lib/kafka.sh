@@ -34,7 +34,9 @@
 #                          RELAYED1, …; the SASL listener's mechanisms and users), the i-th advertised
 #                          at the i-th address of KAFKA_RELAY_ADDRESSES; empty when KAFKA_RELAYS=0
 #   KAFKA_RELAY_ADDRESSES  "127.0.0.1:<port> ...": where the caller's relays must listen (free ports,
-#                          picked with the broker's own, so no two collide)
+#                          picked in one call with the broker's own, so none of these collide; a
+#                          later free_ports call may pick one again until the relay binds it, so
+#                          start the relays first)
 #   KAFKA_OAUTH_BOOTSTRAP  127.0.0.1:<port>  SASL_PLAINTEXT listener (named OAUTH) with OAUTHBEARER only,
 #                          validated by Kafka's own OAuthBearerValidatorCallbackHandler (KIP-768) against
 #                          $KAFKA_OAUTH_JWKS_URL; empty unless KAFKA_OAUTH_JWKS_URL is set (below)
@@ -279,7 +281,7 @@ kafka_start() {
 
   local ports plain_port sasl_port ctl_port ssl_port sasl_ssl_port reauth_port='' oauth_port=''
   local relays=${KAFKA_RELAYS:-0}
-  [[ $relays =~ ^[0-9]+$ ]] || die "KAFKA_RELAYS must be a number"
+  [[ $relays =~ ^(0|[1-9][0-9]*)$ ]] || die "KAFKA_RELAYS must be a number"
   local wanted=$((7 + 2 * relays))
   mapfile -t ports < <(free_ports "$wanted")
   ((${#ports[@]} == wanted)) || die "could not pick free ports"
@@ -344,7 +346,7 @@ kafka_launch() {
   KAFKA_LOG="$KAFKA_RUN_DIR/kafka.log"
   export KAFKA_LOG
   kafka_java_cmd
-  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port, SSL $KAFKA_SSL_BOOTSTRAP, SASL_SSL $KAFKA_SASL_SSL_BOOTSTRAP${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}${oauth_port:+, OAUTH (SASL_PLAINTEXT OAUTHBEARER, JWKS $KAFKA_OAUTH_JWKS_URL) 127.0.0.1:$oauth_port}"
+  log "starting Kafka $KAFKA_VERSION: PLAINTEXT 127.0.0.1:$plain_port, SASL_PLAINTEXT 127.0.0.1:$sasl_port, SSL $KAFKA_SSL_BOOTSTRAP, SASL_SSL $KAFKA_SASL_SSL_BOOTSTRAP${reauth_port:+, REAUTH (SASL_PLAINTEXT, reauth ${KAFKA_REAUTH_MS} ms) 127.0.0.1:$reauth_port}${oauth_port:+, OAUTH (SASL_PLAINTEXT OAUTHBEARER, JWKS $KAFKA_OAUTH_JWKS_URL) 127.0.0.1:$oauth_port}${KAFKA_RELAYED_BOOTSTRAPS:+, RELAYED* (SASL_PLAINTEXT, advertised at $KAFKA_RELAY_ADDRESSES) $KAFKA_RELAYED_BOOTSTRAPS}"
   "${KAFKA_JAVA[@]}" kafka.Kafka "$KAFKA_RUN_DIR/server.properties" >>"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
   export KAFKA_PID
@@ -355,7 +357,8 @@ kafka_launch() {
     ! wait_for_port 127.0.0.1 "${KAFKA_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
     ! wait_for_port 127.0.0.1 "${KAFKA_SASL_SSL_BOOTSTRAP##*:}" 10 "$KAFKA_PID" ||
     { [[ -n $reauth_port ]] && ! wait_for_port 127.0.0.1 "$reauth_port" 10 "$KAFKA_PID"; } ||
-    { [[ -n $oauth_port ]] && ! wait_for_port 127.0.0.1 "$oauth_port" 10 "$KAFKA_PID"; }; then
+    { [[ -n $oauth_port ]] && ! wait_for_port 127.0.0.1 "$oauth_port" 10 "$KAFKA_PID"; } ||
+    ! kafka_wait_relayed_ports; then
     kafka_dump_log
     kafka_stop
     die "Kafka did not open its ports"
@@ -371,6 +374,14 @@ kafka_launch() {
     sleep 0.5
   done
   log "Kafka ready after $((SECONDS - started))s (pid $KAFKA_PID, log $KAFKA_LOG)"
+}
+
+# Waits for the RELAYED listeners (KAFKA_RELAYS) of the broker just launched.
+kafka_wait_relayed_ports() {
+  local address
+  for address in ${KAFKA_RELAYED_BOOTSTRAPS:-}; do
+    wait_for_port 127.0.0.1 "${address##*:}" 10 "$KAFKA_PID" || return 1
+  done
 }
 
 # kafka_wait_group_coordinator [TIMEOUT_SECONDS]: waits until the broker serves consumer groups.
@@ -414,7 +425,7 @@ kafka_env_file() {
     for v in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_SASL_REAUTH_BOOTSTRAP KAFKA_SSL_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP \
       KAFKA_TLS_CA KAFKA_TLS_CLIENT_CERT KAFKA_TLS_CLIENT_KEY KAFKA_CONTROLLER_PORT KAFKA_PID KAFKA_RUN_DIR KAFKA_LOG \
       KAFKA_LIB KAFKA_SASL_USER KAFKA_SASL_PASSWORD KAFKA_ADMIN_USER KAFKA_ADMIN_PASSWORD KAFKA_ACL_USERS KAFKA_REAUTH_MS \
-      KAFKA_OAUTH_BOOTSTRAP; do
+      KAFKA_OAUTH_BOOTSTRAP KAFKA_RELAYED_BOOTSTRAPS KAFKA_RELAY_ADDRESSES; do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$f"

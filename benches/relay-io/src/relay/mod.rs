@@ -1,12 +1,15 @@
 //! The relay under test: an L4 relay that, for every accepted connection, connects to the
 //! upstream and copies bytes both ways until either side closes.
 //!
-//! Each mode but `one-task` keeps the shape of Portcullis' data path: one task per direction (its
-//! request and response sides), each reading up to [`READ_BYTES`] and writing what it read before reading
-//! again (`splice`: moving up to [`READ_BYTES`] into a pipe, and all of it out before the next),
-//! with `TCP_NODELAY` on both sockets (`one-task` polls both directions from one task, with a
-//! buffer of [`READ_BYTES`] each). The first direction to end (end of stream or an error)
-//! ends the connection: both sockets are closed, so each peer sees the close.
+//! Each mode but `one-task` keeps the shape of Portcullis' data path: one task per direction
+//! (its request and response sides), each reading up to [`READ_BYTES`] and writing what it read
+//! before reading again (`splice`: moving up to [`READ_BYTES`] into a pipe, and all of it out
+//! before the next), with `TCP_NODELAY` on both sockets. The first direction to end (end of
+//! stream or an error) ends the connection: both sockets are closed, so each peer sees the close.
+//!
+//! `one-task` polls both directions from one task, with a buffer of [`READ_BYTES`] each way; at
+//! one side's end of stream it shuts down the other side's writing, and it ends when both have
+//! ended or on the first error.
 
 mod on_tokio;
 mod on_uring;

@@ -1,9 +1,9 @@
 //! The relay on tokio (epoll readiness), on the split halves of the two sockets: either
 //! `read_buf` into a `BytesMut` and `write_all` of what was read, as Portcullis does, or
 //! `splice(2)` through a pipe ([`super::splice`]). Everything else — the runtime, the connection
-//! setup, one task per direction, how a connection ends — is the same for both. `OneTask` is the
-//! exception: one task polls both directions (`copy_bidirectional`), so a request and its
-//! response never hand over between tasks.
+//! setup, one task per direction, how a connection ends — is the same for both.
+//! [`Tasks::OneForBoth`] is the exception: one task polls both directions (`copy_bidirectional`),
+//! so a request and its response never hand over between tasks.
 
 use std::net::SocketAddr;
 
@@ -62,8 +62,9 @@ async fn accept_loop(tasks: Tasks, listen: SocketAddr, upstream: SocketAddr) -> 
     }
 }
 
-/// Relays one client connection: two tasks, one per direction (or one for both). The first to
-/// end ends the connection; aborting the other drops its halves, so both sockets close.
+/// Relays one client connection. Per direction: two tasks, and the first to end ends the
+/// connection (aborting the other drops its halves, so both sockets close). One for both:
+/// [`one_task`].
 async fn connection(tasks: Tasks, client: TcpStream, upstream: SocketAddr) -> Result<()> {
     let server = TcpStream::connect(upstream)
         .await
@@ -176,9 +177,9 @@ mod tests {
         address
     }
 
-    /// Sends 1 MiB through a relay of the given tasks (more than the sockets' buffers hold, so
-    /// both directions must move at once) and checks every byte of the answer. Then the client
-    /// closes, as a Kafka client does (never half-closing), and the relay must end.
+    /// Sends 1 MiB through a relay of the given tasks while reading the answer (the upstream
+    /// answers each byte as it comes) and checks every byte of it. Then the client closes, as a
+    /// Kafka client does (never half-closing), and the relay must end.
     async fn relays_both_ways(tasks: Tasks) {
         let upstream = upstream().await;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
