@@ -137,6 +137,16 @@ kafka_make_tls() {
   ) || die "could not make the TLS material in $dir"
 }
 
+# kafka_sasl_jaas LISTENER: the login modules of a SASL listener (lower-case name) that takes the
+# SASL listener's mechanisms and users. SCRAM needs a login module but no users in it (credentials
+# come from the metadata log, written by the storage tool); PLAIN's users are listed inline.
+kafka_sasl_jaas() {
+  local l=$1
+  echo "listener.name.$l.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  echo "listener.name.$l.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  echo "listener.name.$l.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}=\"${KAFKA_ADMIN_PASSWORD}\" user_${KAFKA_SASL_USER}=\"${KAFKA_SASL_PASSWORD}\";"
+}
+
 kafka_write_config() {
   local dir=$KAFKA_RUN_DIR plain_port=$1 sasl_port=$2 ctl_port=$3 ssl_port=$4 sasl_ssl_port=$5 reauth_port=${6:-}
   local oauth_port=${7:-} relayed_ports=${8:-} relay_addresses=${9:-}
@@ -161,9 +171,7 @@ kafka_write_config() {
     relayed_listeners+=",RELAYED$i://127.0.0.1:$port"
     relayed_advertised+=",RELAYED$i://$advertised"
     reauth_map+=",RELAYED$i:SASL_PLAINTEXT"
-    relayed_jaas+="listener.name.relayed$i.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.relayed$i.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.relayed$i.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}=\"${KAFKA_ADMIN_PASSWORD}\" user_${KAFKA_SASL_USER}=\"${KAFKA_SASL_PASSWORD}\";
+    relayed_jaas+="$(kafka_sasl_jaas "relayed$i")
 "
     i=$((i + 1))
   done
@@ -198,8 +206,6 @@ logger.authorizer.level = DEBUG
 logger.authorizer.additivity = false
 logger.authorizer.appenderRef.file.ref = AUTHORIZER
 PROPS
-  # JAAS lines: SCRAM needs a login module but no users in it (credentials come from the metadata log,
-  # written by the storage tool); PLAIN's users are listed inline.
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
@@ -220,12 +226,8 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:${KAFKA_ADMIN_USER};User:ANONYMOUS;User:${KAFKA_SASL_USER};User:CN=portcullis-upstream${oauth_port:+${KAFKA_OAUTH_SUPER_USERS:+;$KAFKA_OAUTH_SUPER_USERS}}
 allow.everyone.if.no.acl.found=false
 delegation.token.secret.key=${KAFKA_DELEGATION_TOKEN_SECRET}
-listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
-listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
+$(kafka_sasl_jaas sasl_plaintext)
+$(kafka_sasl_jaas sasl_ssl)
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=1
@@ -249,9 +251,7 @@ PROPS
   if [[ -n $reauth_port ]]; then
     cat >>"$dir/server.properties" <<PROPS
 listener.name.reauth.connections.max.reauth.ms=$KAFKA_REAUTH_MS
-listener.name.reauth.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.reauth.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.reauth.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${KAFKA_ADMIN_USER}="${KAFKA_ADMIN_PASSWORD}" user_${KAFKA_SASL_USER}="${KAFKA_SASL_PASSWORD}";
+$(kafka_sasl_jaas reauth)
 PROPS
   fi
   if [[ -n $oauth_port ]]; then
