@@ -81,11 +81,19 @@
 #                         that exports every span (trace_sample_ratio = 1.0) and its metrics over
 #                         OTLP/HTTP to a Jaeger all-in-one on loopback (scripts/lib/jaeger.sh,
 #                         built once) and serves /metrics; the report adds exporting ÷ disabled
-#   --profile TOOL        perf | stat | strace: profile the Portcullis under test during its
-#                         runs (perf record -g / perf stat of CPU, context switches and
-#                         migrations / strace -c -f; results in the run directory's profiles/;
-#                         perf and strace slow Portcullis down, so ratios of such a run are not
-#                         figures)
+#   --profile TOOL        perf | stat | strace | syscalls | trace | sched: profile the Portcullis
+#                         under test during its runs (perf record with DWARF call graphs, which
+#                         a release build without frame pointers needs / perf stat of CPU,
+#                         context switches and migrations / strace -c -f / perf stat counts of
+#                         the data path's system calls at their tracepoints, cheap enough to
+#                         leave the ratios as they are / perf trace of those calls with their
+#                         times, and scripts/lib/syscall_gaps.py's report of how long each
+#                         read's bytes stay in the process before they are written on /
+#                         perf sched record of the whole machine, for `perf sched timehist`:
+#                         how long each thread waited for a CPU once woken); results in the run
+#                         directory's profiles/; perf, strace, trace and sched slow the machine
+#                         down, so ratios of such a run are not figures. PERF_EVENT_MODIFIER=:u
+#                         in the environment makes perf record sample user time only
 #   --keep                keep the run directory (configs, logs, JSON) even on success
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -163,7 +171,7 @@ for n in "${conn_list[@]}"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--connections must be a comma-separated list of positive integers"
 done
 case $authorizer in none | acl | both) ;; *) die "--authorizer must be none, acl or both" ;; esac
-case $profile in '' | perf | stat | strace) ;; *) die "--profile must be perf, stat or strace" ;; esac
+case $profile in '' | perf | stat | strace | syscalls | trace | sched) ;; *) die "--profile must be perf, stat, strace, syscalls, trace or sched" ;; esac
 IFS=, read -r -a relay_list <<<"$relay_modes"
 declare -A relay_seen=()
 for mode in "${relay_list[@]}"; do
@@ -249,7 +257,15 @@ if [[ ! -f $TOOL_CLASSES/.complete ]]; then
   touch "$TOOL_CLASSES.tmp$$/.complete"
   rm -rf "$TOOL_CLASSES" && mv "$TOOL_CLASSES.tmp$$" "$TOOL_CLASSES"
 fi
-if [[ $profile == perf || $profile == stat ]]; then require_tools perf; fi
+if [[ $profile == perf || $profile == stat || $profile == syscalls || $profile == trace || $profile == sched ]]; then require_tools perf; fi
+# The system calls that move a connection's bytes and park or wake its threads, counted at
+# their tracepoints (cheap: counting, no record per call).
+TRACED_SYSCALLS=raw_syscalls:sys_enter
+for call in recvfrom recvmsg read readv writev sendto sendmsg write splice epoll_wait futex; do
+  TRACED_SYSCALLS+=,syscalls:sys_enter_$call
+done
+# The same calls, each recorded with its time (--profile trace; see scripts/lib/syscall_gaps.py).
+TIMED_SYSCALLS=recvfrom,recvmsg,read,readv,writev,sendto,sendmsg,write,splice,epoll_wait,futex
 if [[ $profile == strace ]]; then require_tools strace; fi
 
 # ---------------------------------------------------------------------------------------------
@@ -413,10 +429,16 @@ profile_start() {
   local target=$1 name=$2 pid=${PORTCULLIS_PIDS[$1]:-}
   [[ -n $profile && -n $pid ]] || return 0
   case $profile in
-    perf) perf record -F 999 -g -p "$pid" -o "$RUN_DIR/profiles/$name.perf.data" >"$RUN_DIR/profiles/$name.perf.log" 2>&1 & ;;
+    perf) perf record -e "cpu-clock${PERF_EVENT_MODIFIER:-}" -F 499 --call-graph dwarf,16384 -p "$pid" -o "$RUN_DIR/profiles/$name.perf.data" >"$RUN_DIR/profiles/$name.perf.log" 2>&1 & ;;
     stat) perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pid" \
       -o "$RUN_DIR/profiles/$name.stat.txt" >"$RUN_DIR/profiles/$name.stat.log" 2>&1 & ;;
     strace) strace -c -f -p "$pid" -o "$RUN_DIR/profiles/$name.strace.txt" 2>"$RUN_DIR/profiles/$name.strace.log" & ;;
+    syscalls) perf stat -x, -e "$TRACED_SYSCALLS" -p "$pid" -o "$RUN_DIR/profiles/$name.syscalls.txt" \
+      >"$RUN_DIR/profiles/$name.syscalls.log" 2>&1 & ;;
+    trace) perf trace -p "$pid" -e "$TIMED_SYSCALLS" -o "$RUN_DIR/profiles/$name.trace.txt" \
+      >"$RUN_DIR/profiles/$name.trace.log" 2>&1 & ;;
+    sched) perf sched record -a -o "$RUN_DIR/profiles/$name.sched.data" \
+      >"$RUN_DIR/profiles/$name.sched.log" 2>&1 & ;;
   esac
   PROFILER_PID=$!
   sleep 1
@@ -447,13 +469,13 @@ ctxt_switches() {
 run_case() {
   local case=$1 target=$2 round=$3
   shift 3
-  local name=$case-$target-r$round rc=0 k0 k1 p0=0 p1=0 pid=${PORTCULLIS_PIDS[$target]:-}
+  local name=$case-$target-r$round rc=0 k0 k1 p0=0 p1=0 u0=0 u1=0 pid=${PORTCULLIS_PIDS[$target]:-}
   local load_before
   load_before=$(loadavg)
   log "=== round $round: $case via $target"
   profile_start "$target" "$name"
   k0=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka is gone"
-  [[ -n $pid ]] && { p0=$(cpu_ticks "$pid") || die "Portcullis ($target) is gone"; }
+  [[ -n $pid ]] && { p0=$(cpu_ticks "$pid") && u0=$(user_ticks "$pid") || die "Portcullis ($target) is gone"; }
   local c0 c1 m0 m1 kw0 kw1 pw0=(0 0) pw1=(0 0)
   # Outside c0..c1: the readers are this shell's children too, and would count as client CPU.
   read -r -a kw0 <<<"$(ctxt_switches "$KAFKA_JAVA_PID")"
@@ -468,11 +490,12 @@ run_case() {
   read -r -a kw1 <<<"$(ctxt_switches "$KAFKA_JAVA_PID")"
   [[ -n $pid ]] && read -r -a pw1 <<<"$(ctxt_switches "$pid")"
   k1=$(cpu_ticks "$KAFKA_JAVA_PID") || die "Kafka died during $name"
-  [[ -n $pid ]] && { p1=$(cpu_ticks "$pid") || die "Portcullis ($target) died during $name"; }
+  [[ -n $pid ]] && { p1=$(cpu_ticks "$pid") && u1=$(user_ticks "$pid") || die "Portcullis ($target) died during $name"; }
   profile_stop
   python3 scripts/lib/datapath_report.py parse --case "$case" --target "$target" --round "$round" \
     --rc "$rc" --out "$RUN_DIR/logs/$name.out" --err "$RUN_DIR/logs/$name.err" \
-    --kafka-cpu-ticks $((k1 - k0)) --portcullis-cpu-ticks $((p1 - p0)) --hz "$(getconf CLK_TCK)" \
+    --kafka-cpu-ticks $((k1 - k0)) --portcullis-cpu-ticks $((p1 - p0)) \
+    --portcullis-user-ticks $((u1 - u0)) --hz "$(getconf CLK_TCK)" \
     --client-cpu-ticks $((c1 - c0)) --machine-busy-ticks $((m1[0] - m0[0])) \
     --machine-idle-ticks $((m1[1] - m0[1])) --machine-steal-ticks $((m1[2] - m0[2])) \
     --kafka-voluntary $((kw1[0] - kw0[0])) --kafka-involuntary $((kw1[1] - kw0[1])) \
@@ -661,6 +684,12 @@ if [[ $profile == perf ]]; then
       perf report -i "$data" --no-children --sort dso,symbol -g none --percent-limit 0.5 --stdio 2>/dev/null |
         grep -v '^#' | grep -v '^$' | head -n 60
     } >"${data%.data}.txt" || true
+  done
+fi
+if [[ $profile == trace ]]; then
+  for trace in "$RUN_DIR"/profiles/*.trace.txt; do
+    [[ -f $trace ]] || continue
+    python3 scripts/lib/syscall_gaps.py "$trace" >"${trace%.txt}.gaps.txt"
   done
 fi
 if ((telemetry)); then

@@ -18,6 +18,17 @@ stat_ticks() {
 # cpu_ticks PID: user+system CPU of a process (all its threads) in clock ticks.
 cpu_ticks() { stat_ticks "$1" 14; }
 
+# user_ticks PID: the user-space part of cpu_ticks (utime alone): what the process' own code
+# costs, apart from the kernel's work for its system calls, copies and wake-ups.
+user_ticks() {
+  local stat
+  stat=$(cat "/proc/$1/stat") || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086 # split the fields on purpose
+  set -- $stat
+  echo "${12}"
+}
+
 # children_cpu_ticks: user+system CPU of this shell's waited-for children: read before and after
 # a command, the difference is what the command (e.g. a client JVM) spent.
 children_cpu_ticks() { stat_ticks "$$" 16; }

@@ -242,6 +242,8 @@ def cmd_parse(a):
         "errors": errors,
         "kafka_cpu_s": a.kafka_cpu_ticks / a.hz,
         "portcullis_cpu_s": a.portcullis_cpu_ticks / a.hz,
+        # Its user-space part (the rest is the kernel's work for it).
+        "portcullis_user_s": a.portcullis_user_ticks / a.hz,
         "client_cpu_s": a.client_cpu_ticks / a.hz,
         # Context switches summed over the process' threads (see the report's wake-ups/GiB).
         "portcullis_voluntary_switches": a.portcullis_voluntary,
@@ -419,7 +421,9 @@ def cmd_report(a):
         print("## Throughput: Portcullis ÷ Kafka, same run\n")
         print("Ratios are per round (the target's MB/s over Kafka's in the same round), shown as "
               "min / median / max. CPU is seconds per GiB of record payload moved, median over rounds; "
-              "\"Kafka CPU\" is the broker JVM during that target's run, \"client CPU\" the tool's JVM; "
+              "\"Kafka CPU\" is the broker JVM during that target's run, \"of which user\" the part of "
+              "Portcullis' CPU spent in its own code (utime; the rest is the kernel's work for it: "
+              "system calls, copies, wake-ups), \"client CPU\" the tool's JVM; "
               "\"machine busy\" is the share of all the machine's CPU time in use during the run "
               "(100 % = every core busy), median over rounds. Wake-ups/GiB are the voluntary context "
               "switches of all the server's threads during the run (a thread that blocks, e.g. in "
@@ -429,8 +433,8 @@ def cmd_report(a):
               + (" Targets relay-<mode> are bare byte relays (benches/relay-io, --relay-floor): "
                  "their CPU and wake-ups are in the Portcullis columns."
                  if any(t.startswith("relay-") for t in targets) else "") + "\n")
-        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | client CPU s/GiB | Kafka wake-ups/GiB | Portcullis wake-ups/GiB | machine busy | load (1 min) |")
-        print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
+        print("| case | target | MB/s (median) | ratio min / median / max | Kafka CPU s/GiB | Portcullis CPU s/GiB | of which user | client CPU s/GiB | Kafka wake-ups/GiB | Portcullis wake-ups/GiB | machine busy | load (1 min) |")
+        print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for case in throughput:
             ref = by[case].get(REFERENCE, {})
             for target in targets:
@@ -444,13 +448,15 @@ def cmd_report(a):
                 ]
                 kcpu = [r["kafka_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pcpu = [r["portcullis_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                puser = [r.get("portcullis_user_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 ccpu = [r.get("client_cpu_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 kwake = [r.get("kafka_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pwake = [r.get("portcullis_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 busy = [r.get("machine_busy_pct", 0) for r in good]
                 print(f"| {case} | {target} | {med(mbps, '{:.1f}')} | "
                       f"{'—' if target == REFERENCE else spread(ratios)} | {med(kcpu)} | "
-                      f"{'—' if target == REFERENCE else med(pcpu)} | {med(ccpu)} | {med(kwake, '{:,.0f}')} | "
+                      f"{'—' if target == REFERENCE else med(pcpu)} | "
+                      f"{'—' if target == REFERENCE else med(puser)} | {med(ccpu)} | {med(kwake, '{:,.0f}')} | "
                       f"{'—' if target == REFERENCE else med(pwake, '{:,.0f}')} | "
                       f"{med(busy, '{:.0f} %')} | {load_range(list(runs.values()))} |")
         print()
@@ -535,6 +541,7 @@ def main():
     s.add_argument("--err", required=True)
     s.add_argument("--kafka-cpu-ticks", type=int, required=True)
     s.add_argument("--portcullis-cpu-ticks", type=int, required=True)
+    s.add_argument("--portcullis-user-ticks", type=int, default=0)
     s.add_argument("--hz", type=int, required=True)
     s.add_argument("--client-cpu-ticks", type=int, default=0)
     s.add_argument("--machine-busy-ticks", type=int, default=0)
