@@ -2,17 +2,23 @@
 # Helpers shared by the benchmark scripts (bench.sh, bench-datapath.sh). Source it after
 # common.sh and kafka.sh; do not run it.
 
+# stat_fields PID: the fields of /proc/PID/stat from the third on, space-separated. The command
+# name in field 2 may hold spaces, so the fields are counted from the last ')'.
+stat_fields() {
+  local stat
+  stat=$(cat "/proc/$1/stat") || return 1
+  echo "${stat##*) }"
+}
+
 # stat_ticks PID FIELD: the sum of a pair of clock-tick fields of /proc/PID/stat, FIELD being the
 # first's number (14: utime + stime, the process with all its threads; 16: cutime + cstime, its
-# children that have exited and been waited for). The command name in field 2 may hold spaces,
-# so the fields are counted from the last ')' (field 3 is then the first).
+# children that have exited and been waited for).
 stat_ticks() {
-  local stat first=$(($2 - 2)) second=$(($2 - 1))
-  stat=$(cat "/proc/$1/stat") || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split the fields on purpose
-  set -- $stat
-  echo $((${!first} + ${!second}))
+  local fields
+  fields=$(stat_fields "$1") || return 1
+  local -a f
+  read -r -a f <<<"$fields"
+  echo $((f[$2 - 3] + f[$2 - 2]))
 }
 
 # cpu_ticks PID: user+system CPU of a process (all its threads) in clock ticks.
@@ -21,12 +27,11 @@ cpu_ticks() { stat_ticks "$1" 14; }
 # user_ticks PID: the user-space part of cpu_ticks (utime alone): what the process' own code
 # costs, apart from the kernel's work for its system calls, copies and wake-ups.
 user_ticks() {
-  local stat
-  stat=$(cat "/proc/$1/stat") || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split the fields on purpose
-  set -- $stat
-  echo "${12}"
+  local fields
+  fields=$(stat_fields "$1") || return 1
+  local -a f
+  read -r -a f <<<"$fields"
+  echo "${f[11]}"
 }
 
 # children_cpu_ticks: user+system CPU of this shell's waited-for children: read before and after
