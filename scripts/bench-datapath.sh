@@ -85,15 +85,18 @@
 #                         under test during its runs (perf record with DWARF call graphs, which
 #                         a release build without frame pointers needs / perf stat of CPU,
 #                         context switches and migrations / strace -c -f / perf stat counts of
-#                         the data path's system calls at their tracepoints, cheap enough to
-#                         leave the ratios as they are / perf trace of those calls with their
-#                         times, and scripts/lib/syscall_gaps.py's report of how long each
-#                         read's bytes stay in the process before they are written on /
+#                         the data path's system calls at their tracepoints, exact counts, and
+#                         PROFILE_EXTRA_EVENTS (e.g. uprobes) beside them / perf trace of those
+#                         calls with their times, and scripts/lib/syscall_gaps.py's report of
+#                         how long each read's bytes stay in the process before they are
+#                         written on /
 #                         perf sched record of the whole machine, for `perf sched timehist`:
 #                         how long each thread waited for a CPU once woken); results in the run
-#                         directory's profiles/; perf, strace, trace and sched slow the machine
-#                         down, so ratios of such a run are not figures. PERF_EVENT_MODIFIER=:u
-#                         in the environment makes perf record sample user time only
+#                         directory's profiles/, and the counts and gaps at the end of the
+#                         report; every profiler slows the machine down, so the ratios and CPU
+#                         of such a run are not figures. perf record with DWARF stacks writes
+#                         about 8 MB/s per busy CPU; PERF_EVENT_MODIFIER=:u samples user time
+#                         only
 #   --keep                keep the run directory (configs, logs, JSON) even on success
 # Environment: PORTCULLIS_CACHE (default ~/.cache/portcullis), CARGO_TARGET_DIR.
 
@@ -194,7 +197,10 @@ LOAD_PIDS=()
 
 cleanup() {
   local rc=$?
-  [[ -n $PROFILER_PID ]] && kill -INT "$PROFILER_PID" 2>/dev/null && wait "$PROFILER_PID" 2>/dev/null
+  # A profiler exits with the signal it was stopped with: that must not end the cleanup here.
+  if [[ -n $PROFILER_PID ]]; then
+    { kill -INT "$PROFILER_PID" && wait "$PROFILER_PID"; } 2>/dev/null || true
+  fi
   local pid
   # A background function is a subshell: its JVM may be a child of it.
   for pid in "${LOAD_PIDS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; stop_pid "$pid" 5; done
@@ -264,6 +270,8 @@ TRACED_SYSCALLS=raw_syscalls:sys_enter
 for call in recvfrom recvmsg read readv writev sendto sendmsg write splice epoll_wait futex; do
   TRACED_SYSCALLS+=,syscalls:sys_enter_$call
 done
+# PROFILE_EXTRA_EVENTS (comma-separated, e.g. uprobes set up by hand) are counted beside them.
+if [[ -n ${PROFILE_EXTRA_EVENTS:-} ]]; then TRACED_SYSCALLS+=,$PROFILE_EXTRA_EVENTS; fi
 # The same calls, each recorded with its time (--profile trace; see scripts/lib/syscall_gaps.py).
 TIMED_SYSCALLS=recvfrom,recvmsg,read,readv,writev,sendto,sendmsg,write,splice,epoll_wait,futex
 if [[ $profile == strace ]]; then require_tools strace; fi
@@ -442,6 +450,8 @@ profile_start() {
   esac
   PROFILER_PID=$!
   sleep 1
+  kill -0 "$PROFILER_PID" 2>/dev/null ||
+    die "the $profile profiler did not start: see $RUN_DIR/profiles/$name.*.log"
 }
 profile_stop() {
   [[ -n $PROFILER_PID ]] || return 0
@@ -689,7 +699,8 @@ fi
 if [[ $profile == trace ]]; then
   for trace in "$RUN_DIR"/profiles/*.trace.txt; do
     [[ -f $trace ]] || continue
-    python3 scripts/lib/syscall_gaps.py "$trace" >"${trace%.txt}.gaps.txt"
+    python3 scripts/lib/syscall_gaps.py "$trace" >"${trace%.txt}.gaps.txt" ||
+      log "warning: scripts/lib/syscall_gaps.py failed on $trace"
   done
 fi
 if ((telemetry)); then
@@ -708,6 +719,12 @@ PY
   log "$(cat "$RUN_DIR/jaeger/traces.txt")"
 fi
 python3 scripts/lib/datapath_report.py report "$RUN_DIR" | tee "$RUN_DIR/results.md"
+# The counts and gaps go with the figures they explain (the run directory may not be kept).
+for summary in "$RUN_DIR"/profiles/*.syscalls.txt "$RUN_DIR"/profiles/*.gaps.txt; do
+  [[ -f $summary ]] || continue
+  printf '\n## Profile: %s\n\n```\n%s\n```\n' "${summary##*/}" "$(grep -v '^#' "$summary" | grep .)" |
+    tee -a "$RUN_DIR/results.md"
+done
 if ((telemetry)); then tee -a "$RUN_DIR/results.md" <"$RUN_DIR/jaeger/traces.txt"; fi
 mkdir -p "$TARGET_DIR/bench"
 saved=$TARGET_DIR/bench/datapath-$(date -u +%Y%m%dT%H%M%SZ).md

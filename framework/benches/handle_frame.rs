@@ -259,9 +259,14 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("handle_frame");
     for (name, mut conn, frame) in cases {
-        group.bench_function(name, |b| {
+        group.bench_function(&name, |b| {
             b.iter(|| conn.handle_frame(black_box(frame.clone()), black_box(NOW_MS)))
         });
+        // A connection that had failed would have timed its close instead of the forward.
+        assert!(
+            conn.is_authenticated(),
+            "{name}: the connection failed while timed"
+        );
     }
     group.finish();
 }

@@ -422,8 +422,8 @@ def cmd_report(a):
         print("Ratios are per round (the target's MB/s over Kafka's in the same round), shown as "
               "min / median / max. CPU is seconds per GiB of record payload moved, median over rounds; "
               "\"Kafka CPU\" is the broker JVM during that target's run, \"of which user\" the part of "
-              "Portcullis' CPU spent in its own code (utime; the rest is the kernel's work for it: "
-              "system calls, copies, wake-ups), \"client CPU\" the tool's JVM; "
+              "Portcullis' CPU spent in user space (utime: its code, tokio's and the C library's; the rest "
+              "is the kernel's work for it: system calls, copies, wake-ups), \"client CPU\" the tool's JVM; "
               "\"machine busy\" is the share of all the machine's CPU time in use during the run "
               "(100 % = every core busy), median over rounds. Wake-ups/GiB are the voluntary context "
               "switches of all the server's threads during the run (a thread that blocks, e.g. in "
@@ -448,7 +448,9 @@ def cmd_report(a):
                 ]
                 kcpu = [r["kafka_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pcpu = [r["portcullis_cpu_s"] / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
-                puser = [r.get("portcullis_user_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
+                # Runs recorded before the user time was read have none: "-" rather than 0.
+                puser = [r["portcullis_user_s"] / (r["bytes_moved"] / GIB) for r in good
+                         if r["bytes_moved"] and "portcullis_user_s" in r]
                 ccpu = [r.get("client_cpu_s", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 kwake = [r.get("kafka_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
                 pwake = [r.get("portcullis_voluntary_switches", 0) / (r["bytes_moved"] / GIB) for r in good if r["bytes_moved"]]
