@@ -33,10 +33,10 @@ use portcullis::authorization::restrict_versions;
 use portcullis::authorizer::{Authorizer, Decision, FixedDecision};
 use portcullis::connection::{Action, Connection, ConnectionConfig, NodeServices};
 use portcullis::events::EventBus;
-use portcullis::forwarding::{ForwardingPolicy, RequestInfo, Route, UpstreamIdentity};
 use portcullis::principal::DefaultPrincipalBuilder;
 use portcullis::protocol::versions::ApiVersionTable;
 use portcullis::sasl::{Authenticated, ExchangeContext, SaslExchange, SaslMechanism, StepOutcome};
+use portcullis_plugin_forwarding::Passthrough;
 
 /// Heap allocations (`alloc`, `alloc_zeroed` through the default, `realloc`) since start. The
 /// counting runs before criterion starts, on the only thread, so one global counter suffices.
@@ -89,20 +89,6 @@ impl SaslExchange for AnyTokenExchange {
     }
 }
 
-/// Routes every request upstream as the service identity (the SASL requests never reach it).
-struct Upstream;
-
-impl ForwardingPolicy for Upstream {
-    fn name(&self) -> &str {
-        "bench"
-    }
-    fn route(&self, _: &RequestInfo<'_>) -> Route {
-        Route::Upstream {
-            identity: UpstreamIdentity::Service,
-        }
-    }
-}
-
 /// What an Apache Kafka 4.x broker supports (Produce 3–12, Fetch 4–17); the framework clamps it
 /// to what it advertises.
 fn upstream_versions() -> ApiVersionTable {
@@ -124,7 +110,8 @@ fn authenticated(authorizer: Option<Arc<dyn Authorizer>>) -> Connection {
     let services = NodeServices::new(
         vec![Arc::new(AnyToken)],
         Arc::new(DefaultPrincipalBuilder),
-        Arc::new(Upstream),
+        // The default policy (`passthrough`): Produce and Fetch go upstream as the service.
+        Arc::new(Passthrough::default()),
         EventBus::new(),
     )
     .with_authorizer(authorizer);
